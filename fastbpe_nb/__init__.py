@@ -1,0 +1,42 @@
+"""fastbpe_nb: exact, fast byte-pair-encoding tokenizers on Numba kernels.
+
+>>> import fastbpe_nb as fb
+>>> tok = fb.train(["aaabdaaabac"], vocab_size=259, pattern=None)
+>>> tok.encode("aaabac")
+[258, 97, 99]
+
+Importing this package compiles nothing and does not import pyarrow: kernels compile (or
+load from Numba's cache) on first use.
+"""
+
+from .errors import (
+    CorpusReadError,
+    DisallowedSpecialTokenError,
+    FastBPEError,
+    ModelFormatError,
+    TrainingError,
+    UnknownCharacterError,
+    UnknownTokenError,
+)
+from .io.model_file import load
+from .pretokenize import NAMED_PATTERNS, split
+from .tokenizer import StreamDecoder, Tokenizer
+from .trainer import train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CorpusReadError",
+    "DisallowedSpecialTokenError",
+    "FastBPEError",
+    "ModelFormatError",
+    "NAMED_PATTERNS",
+    "StreamDecoder",
+    "Tokenizer",
+    "TrainingError",
+    "UnknownCharacterError",
+    "UnknownTokenError",
+    "load",
+    "split",
+    "train",
+]

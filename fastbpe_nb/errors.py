@@ -1,0 +1,83 @@
+"""Exception classes of fastbpe_nb.
+
+Every error names what went wrong and where (the file, the row, the entry, the offset),
+so that a user can find the bad input without a debugger. Each class also derives from
+the built-in exception a caller would naturally catch (``ValueError`` for bad values,
+``OSError`` for files), so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class FastBPEError(Exception):
+    """Base class of every error raised on purpose by fastbpe_nb."""
+
+
+class ModelFormatError(FastBPEError, ValueError):
+    """A model file (ours or a foreign one) is malformed, truncated or inconsistent.
+
+    Attributes
+    ----------
+    path : str or None
+        The file that was being read (``None`` for in-memory data).
+    entry : str or None
+        The part of the file that is wrong (e.g. ``"merges[12]"``).
+    """
+
+    def __init__(self, reason: str, path=None, entry: str | None = None):
+        self.path = None if path is None else str(path)
+        self.entry = entry
+        self.reason = reason
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        if entry is not None:
+            where.append(entry)
+        prefix = ": ".join(where)
+        super().__init__(f"{prefix}: {reason}" if prefix else reason)
+
+
+class DisallowedSpecialTokenError(FastBPEError, ValueError):
+    """The text contains a registered special token that the caller did not allow."""
+
+    def __init__(self, token: str, offset: int):
+        self.token = token
+        self.offset = offset
+        super().__init__(
+            f"text contains the special token {token!r} at character offset {offset}; "
+            "pass allowed_special={...} (or 'all') to encode it as a special token, "
+            "or disallowed_special=() / encode_ordinary() to encode it as plain text"
+        )
+
+
+class UnknownTokenError(FastBPEError, ValueError):
+    """A token id given to the decoder is not in the vocabulary."""
+
+    def __init__(self, token_id, position: int, vocab_size: int):
+        self.token_id = token_id
+        self.position = position
+        super().__init__(
+            f"token id {token_id!r} at position {position} is not in the vocabulary "
+            f"(valid ids are 0..{vocab_size - 1})"
+        )
+
+
+class UnknownCharacterError(FastBPEError, ValueError):
+    """Char mode: the text contains a character that has no id in the vocabulary."""
+
+    def __init__(self, char: str, offset: int):
+        self.char = char
+        self.offset = offset
+        super().__init__(
+            f"character {char!r} (U+{ord(char):04X}) at offset {offset} was never seen in "
+            "training and has no id (char-mode tokenizers cannot encode unseen characters; "
+            "byte mode, the default, can encode any text)"
+        )
+
+
+class TrainingError(FastBPEError, ValueError):
+    """The training options or input cannot produce a tokenizer."""
+
+
+class CorpusReadError(FastBPEError, OSError):
+    """A corpus file cannot be read (missing, truncated, corrupt)."""

@@ -1,0 +1,235 @@
+"""Our model file: one versioned JSON document.
+
+::
+
+    {
+      "format": "fastbpe_nb",
+      "version": 1,
+      "base": "bytes",                 # or "chars"
+      "pattern": "gpt2",               # a named pattern, a regex string, or null
+      "end_of_word": null,             # char mode: the marker, one of "alphabet"
+      "alphabet": null,                # char mode: base symbols by id, code-point order
+      "tie_break": "ids",              # how the merges were trained (metadata)
+      "normalization": null,
+      "special_tokens": [["<|endoftext|>", 50256]],
+      "merges": [
+        [97, 97],
+        ...
+      ]
+    }
+
+The vocabulary is not stored: it is derived from the merges (``vocab[new] = vocab[a] +
+vocab[b]``). Loading validates everything before any kernel sees it and raises
+ModelFormatError naming the path and the entry. Writing is deterministic, so
+``save -> load -> save`` gives identical bytes, and atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from .atomic import atomic_write
+
+FORMAT_NAME = "fastbpe_nb"
+FORMAT_VERSION = 1
+_KEYS = ("format", "version", "base", "pattern", "end_of_word", "alphabet", "tie_break",
+         "normalization", "special_tokens", "merges")
+_TIE_RULES = ("ids", "hf", "first", "bytes")
+
+
+def _dump(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def model_to_json(tok) -> str:
+    """The model file text of ``tok`` (deterministic)."""
+    specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+    lines = ["{"]
+    header = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "base": tok.base,
+        "pattern": tok.pattern,
+        "end_of_word": tok.end_of_word,
+        "alphabet": tok.alphabet,
+        "tie_break": tok.tie_break,
+        "normalization": None,
+    }
+    for key, value in header.items():
+        lines.append(f"  {_dump(key)}: {_dump(value)},")
+    lines.append('  "special_tokens": [' + ", ".join(_dump([t, i]) for t, i in specials) + "],")
+    merges = tok.merges.tolist()
+    if merges:
+        lines.append('  "merges": [')
+        lines.extend(f"    [{a}, {b}]," for a, b in merges[:-1])
+        lines.append(f"    [{merges[-1][0]}, {merges[-1][1]}]")
+        lines.append("  ]")
+    else:
+        lines.append('  "merges": []')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def save_model(tok, path) -> None:
+    """Write ``tok`` to ``path`` atomically."""
+    data = model_to_json(tok).encode("utf-8")
+    with atomic_write(path) as f:
+        f.write(data)
+
+
+def _no_duplicate_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ModelFormatError(f"key {key!r} appears twice in one object", None, key)
+        out[key] = value
+    return out
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def parse_model(text_bytes: bytes, source=None):
+    """Validate a model document and build the Tokenizer it describes."""
+    from ..tokenizer import Tokenizer
+
+    try:
+        text = text_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(f"not UTF-8 text (byte {exc.start})", source) from None
+    if not text.strip():
+        raise ModelFormatError("the file is empty", source)
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except ModelFormatError as exc:
+        raise ModelFormatError(exc.reason, source, exc.entry) from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        detail = f"line {exc.lineno} column {exc.colno}: {exc.msg}" if isinstance(
+            exc, json.JSONDecodeError) else "nesting too deep"
+        raise ModelFormatError(f"truncated or corrupt JSON ({detail})", source) from None
+    if not isinstance(doc, dict):
+        raise ModelFormatError("the document is not a JSON object", source)
+    if doc.get("format") != FORMAT_NAME:
+        raise ModelFormatError(f"format is {doc.get('format')!r}, expected {FORMAT_NAME!r}",
+                               source, "format")
+    version = doc.get("version")
+    if not _is_int(version) or version < 1:
+        raise ModelFormatError(f"version {version!r} is not a positive integer", source, "version")
+    if version > FORMAT_VERSION:
+        raise ModelFormatError(
+            f"version {version} is newer than this fastbpe_nb reads ({FORMAT_VERSION}); upgrade",
+            source, "version")
+    unknown = sorted(set(doc) - set(_KEYS))
+    if unknown:
+        raise ModelFormatError(f"unknown key {unknown[0]!r}", source, unknown[0])
+    missing = [k for k in ("base", "merges") if k not in doc]
+    if missing:
+        raise ModelFormatError(f"missing key {missing[0]!r}", source, missing[0])
+
+    base = doc["base"]
+    if base not in ("bytes", "chars"):
+        raise ModelFormatError(f"base must be 'bytes' or 'chars', got {base!r}", source, "base")
+    pattern = doc.get("pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise ModelFormatError("pattern must be a string or null", source, "pattern")
+    tie_break = doc.get("tie_break")
+    if tie_break is not None and tie_break not in _TIE_RULES:
+        raise ModelFormatError(f"unknown tie_break {tie_break!r}", source, "tie_break")
+    if doc.get("normalization") is not None:
+        raise ModelFormatError(f"normalization {doc['normalization']!r} is not supported",
+                               source, "normalization")
+    end_of_word = doc.get("end_of_word")
+    alphabet = doc.get("alphabet")
+    if base == "bytes":
+        if alphabet is not None or end_of_word is not None:
+            entry = "alphabet" if alphabet is not None else "end_of_word"
+            raise ModelFormatError(f"{entry} must be null in byte mode", source, entry)
+        n_base = 256
+    else:
+        if not isinstance(alphabet, list):
+            raise ModelFormatError("char mode needs an alphabet list", source, "alphabet")
+        for i, s in enumerate(alphabet):
+            if not isinstance(s, str) or not s:
+                raise ModelFormatError("not a non-empty string", source, f"alphabet[{i}]")
+        if end_of_word is not None and not isinstance(end_of_word, str):
+            raise ModelFormatError("end_of_word must be a string or null", source, "end_of_word")
+        n_base = len(alphabet)
+
+    merges = doc["merges"]
+    if not isinstance(merges, list):
+        raise ModelFormatError("merges must be a list of [left, right] id pairs", source, "merges")
+    # Cheap structural checks first: the exact "defined before use" check happens while
+    # deriving the vocabulary, but no id can exceed the number of merges before it.
+    for k, m in enumerate(merges):
+        if not (isinstance(m, list) and len(m) == 2 and _is_int(m[0]) and _is_int(m[1])):
+            raise ModelFormatError(f"expected [left, right] integer ids, got {m!r:.60}",
+                                   source, f"merges[{k}]")
+        if not (0 <= m[0] < n_base + k and 0 <= m[1] < n_base + k):
+            bad = m[0] if not 0 <= m[0] < n_base + k else m[1]
+            raise ModelFormatError(
+                f"merge {m} uses id {bad}, which is not defined before rank {k}",
+                source, f"merges[{k}]")
+    merges_arr = np.array(merges, dtype=np.int64).reshape(-1, 2)
+
+    specials = doc.get("special_tokens", [])
+    if not isinstance(specials, list):
+        raise ModelFormatError("special_tokens must be a list of [token, id]", source,
+                               "special_tokens")
+    special_map = {}
+    seen_ids = set()
+    for k, entry in enumerate(specials):
+        where = f"special_tokens[{k}]"
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and _is_int(entry[1])):
+            raise ModelFormatError(f"expected [token, id], got {entry!r:.60}", source, where)
+        token, tid = entry
+        if not token:
+            raise ModelFormatError("empty special token", source, where)
+        if token in special_map:
+            raise ModelFormatError(f"duplicate special token {token!r}", source, where)
+        if tid in seen_ids:
+            raise ModelFormatError(f"duplicate special token id {tid}", source, where)
+        special_map[token] = tid
+        seen_ids.add(tid)
+
+    try:
+        tok = Tokenizer(merges_arr, pattern=pattern, special_tokens={}, base=base,
+                        alphabet=alphabet if base == "chars" else None,
+                        end_of_word=end_of_word, tie_break=tie_break, _source=source)
+    except ModelFormatError:
+        raise
+    except ValueError as exc:
+        raise ModelFormatError(str(exc), source, "pattern") from None
+    n_regular = tok.n_regular
+    expected = set(range(n_regular, n_regular + len(special_map)))
+    if seen_ids != expected:
+        bad = next(t for t, i in special_map.items() if i not in expected)
+        raise ModelFormatError(
+            f"special token {bad!r} has id {special_map[bad]}; special ids must be "
+            f"{n_regular}..{n_regular + len(special_map) - 1}, right after the regular tokens",
+            source, "special_tokens")
+    if special_map:
+        tok.special_tokens = dict(special_map)
+        tok._build_tables()
+    return tok
+
+
+def load(path):
+    """Load a model file written by ``Tokenizer.save``.
+
+    Raises
+    ------
+    ModelFormatError
+        The file is not a valid model (names the path and the entry).
+    OSError
+        The file cannot be read.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse_model(data, path)

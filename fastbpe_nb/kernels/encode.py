@@ -1,0 +1,276 @@
+"""The encoding kernel: replay frozen merges by rank on pre-tokenized text.
+
+Per pre-token ("piece"), start from its base symbols and repeatedly merge the adjacent pair
+with the lowest merge rank, the leftmost one on equal rank, until no adjacent pair has a
+rank. Nothing in the input is counted, and this is not longest-match.
+
+Short pieces use a flat array (an O(n^2) scan that beats any heap for a handful of
+symbols); pieces longer than ``long_piece`` units use a linked list and a binary min-heap
+of ``(rank << 32) | position`` keys, so a pathological piece costs O(n log n), never O(n^2).
+Each block of documents keeps a small direct-mapped cache of pieces it has already
+encoded (keyed by a hash of the piece's units, verified unit by unit on a hit), so repeated
+words cost one hash and one copy.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .hashing import EMPTY, pair_key, table_slot
+
+NO_RANK = np.int64(-1)
+LOW32 = np.int64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _lookup(keys, vals, a, b):
+    """``(rank << 32) | new_id`` of pair (a, b), or -1 when the pair has no merge."""
+    i = table_slot(keys, pair_key(a, b))
+    if keys[i] == EMPTY:
+        return NO_RANK
+    return vals[i]
+
+
+@njit(cache=True, nogil=True)
+def _merge_short(buf, n, rk, keys, vals):
+    """Merge ``buf[:n]`` in place by scanning for the best pair; returns the new length.
+
+    ``rk[i]`` holds the packed rank of pair ``(buf[i], buf[i+1])``; since the rank is in the
+    high bits, the smallest packed value is the lowest rank, and the strict ``<`` keeps
+    the leftmost of equal ranks.
+    """
+    for i in range(n - 1):
+        rk[i] = _lookup(keys, vals, buf[i], buf[i + 1])
+    while n > 1:
+        best = NO_RANK
+        bi = -1
+        for i in range(n - 1):
+            v = rk[i]
+            if v >= 0 and (bi < 0 or v < best):
+                best = v
+                bi = i
+        if bi < 0:
+            break
+        buf[bi] = best & LOW32
+        for j in range(bi + 1, n - 1):
+            buf[j] = buf[j + 1]
+        for j in range(bi + 1, n - 2):
+            rk[j] = rk[j + 1]
+        n -= 1
+        if bi > 0:
+            rk[bi - 1] = _lookup(keys, vals, buf[bi - 1], buf[bi])
+        if bi < n - 1:
+            rk[bi] = _lookup(keys, vals, buf[bi], buf[bi + 1])
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap, n, item):
+    heap[n] = item
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[parent] <= heap[i]:
+            break
+        heap[parent], heap[i] = heap[i], heap[parent]
+        i = parent
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap, n):
+    top = heap[0]
+    n -= 1
+    heap[0] = heap[n]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        c = left
+        if left + 1 < n and heap[left + 1] < heap[left]:
+            c = left + 1
+        if heap[i] <= heap[c]:
+            break
+        heap[i], heap[c] = heap[c], heap[i]
+        i = c
+    return top, n
+
+
+@njit(cache=True, nogil=True)
+def _merge_long(buf, n, keys, vals):
+    """Merge ``buf[:n]`` in place with a linked list and a min-heap; returns the new length."""
+    nxt = np.empty(n, dtype=np.int64)
+    prv = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+    # Each merge pushes at most two entries: n - 1 initial + 2 (n - 1) later.
+    heap = np.empty(3 * n, dtype=np.int64)
+    hn = 0
+    for i in range(n - 1):
+        v = _lookup(keys, vals, buf[i], buf[i + 1])
+        if v >= 0:
+            hn = _heap_push(heap, hn, ((v >> 32) << 32) | i)
+    while hn > 0:
+        item, hn = _heap_pop(heap, hn)
+        rank = item >> 32
+        i = item & LOW32
+        if buf[i] < 0:
+            continue  # this position was merged into its left neighbour
+        j = nxt[i]
+        if j >= n:
+            continue
+        v = _lookup(keys, vals, buf[i], buf[j])
+        if v < 0 or (v >> 32) != rank:
+            continue  # stale: the pair at i changed since this entry was pushed
+        buf[i] = v & LOW32
+        buf[j] = -1
+        nxt[i] = nxt[j]
+        if nxt[i] < n:
+            prv[nxt[i]] = i
+        if prv[i] >= 0:
+            v = _lookup(keys, vals, buf[prv[i]], buf[i])
+            if v >= 0:
+                hn = _heap_push(heap, hn, ((v >> 32) << 32) | prv[i])
+        if nxt[i] < n:
+            v = _lookup(keys, vals, buf[i], buf[nxt[i]])
+            if v >= 0:
+                hn = _heap_push(heap, hn, ((v >> 32) << 32) | i)
+    m = 0
+    i = 0
+    while i < n:
+        buf[m] = buf[i]
+        m += 1
+        i = nxt[i]
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _piece_hash(data, s, e):
+    h = np.int64(1469598103)
+    for k in range(s, e):
+        h = (h * 31 + np.int64(data[k])) & 0xFFFFFFFFFFFF
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+                  long_piece, cache_bits, d0, d1, out, doc_counts):
+    """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
+    max_short = long_piece + 1
+    buf = np.empty(max_short, dtype=np.int32)
+    rk = np.empty(max_short, dtype=np.int64)
+    n_cache = 1 << cache_bits
+    cmask = n_cache - 1
+    c_hash = np.full(n_cache, EMPTY, dtype=np.int64)
+    c_in = np.zeros(n_cache, dtype=np.int64)  # start of the cached piece in data
+    c_len = np.zeros(n_cache, dtype=np.int64)  # its length in units
+    c_out = np.zeros(n_cache, dtype=np.int64)  # start of its ids in out
+    c_nout = np.zeros(n_cache, dtype=np.int64)  # number of ids
+    for d in range(d0, d1):
+        p0 = doc_piece_offsets[d]
+        p1 = doc_piece_offsets[d + 1]
+        o = piece_offsets[p0]
+        o_start = o
+        for p in range(p0, p1):
+            s = piece_offsets[p]
+            e = piece_offsets[p + 1]
+            if piece_special[p] >= 0:
+                out[o] = piece_special[p]
+                o += 1
+                continue
+            n = e - s
+            if n == 1:
+                out[o] = sym_map[data[s]]
+                o += 1
+                continue
+            h = _piece_hash(data, s, e)
+            slot = (h ^ (h >> 17)) & cmask
+            if c_hash[slot] == h and c_len[slot] == n:
+                cs = c_in[slot]
+                same = True
+                for k in range(n):
+                    if data[cs + k] != data[s + k]:
+                        same = False
+                        break
+                if same:
+                    co = c_out[slot]
+                    for k in range(c_nout[slot]):
+                        out[o + k] = out[co + k]
+                    o += c_nout[slot]
+                    continue
+            if n <= long_piece:
+                for k in range(n):
+                    buf[k] = sym_map[data[s + k]]
+                m = _merge_short(buf, n, rk, keys, vals)
+                for k in range(m):
+                    out[o + k] = buf[k]
+            else:
+                big = np.empty(n, dtype=np.int32)
+                for k in range(n):
+                    big[k] = sym_map[data[s + k]]
+                m = _merge_long(big, n, keys, vals)
+                for k in range(m):
+                    out[o + k] = big[k]
+            c_hash[slot] = h
+            c_in[slot] = s
+            c_len[slot] = n
+            c_out[slot] = o
+            c_nout[slot] = m
+            o += m
+        doc_counts[d] = o - o_start
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+                 long_piece, cache_bits, n_blocks):
+    """Encode a batch of pre-tokenized documents.
+
+    Parameters
+    ----------
+    data : uint8[n_units] or int32[n_units]
+        The input units of all documents, concatenated: UTF-8 bytes (byte mode) or base
+        symbol indices (char mode). Every value must index ``sym_map``.
+    sym_map : int32[k]
+        Base id of each unit value (byte mode: id of each byte; char mode: the identity).
+    piece_offsets : int64[n_pieces + 1]
+        Piece boundaries in ``data``; pieces tile each document, documents are contiguous.
+    piece_special : int32[n_pieces]
+        The special token id of a piece that is a special token, else -1.
+    doc_piece_offsets : int64[n_docs + 1]
+        Index of each document's first piece.
+    keys, vals : int64[cap]
+        The merge-rank table from ``hashing.build_rank_table``.
+    long_piece : int
+        Pieces longer than this many units use the heap algorithm.
+    cache_bits : int
+        log2 of the per-block piece cache size.
+    n_blocks : int
+        Documents are split into this many contiguous blocks, encoded in parallel; each
+        block writes only its own documents' slices of the output.
+
+    Returns
+    -------
+    ids : int32[n_ids]
+        The token ids of all documents, concatenated.
+    doc_offsets : int64[n_docs + 1]
+        Boundaries of each document's ids in ``ids``.
+    """
+    n_docs = doc_piece_offsets.shape[0] - 1
+    out = np.empty(data.shape[0], dtype=np.int32)
+    doc_counts = np.zeros(n_docs, dtype=np.int64)
+    for blk in prange(n_blocks):
+        d0 = blk * n_docs // n_blocks
+        d1 = (blk + 1) * n_docs // n_blocks
+        _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
+                      vals, long_piece, cache_bits, d0, d1, out, doc_counts)
+    doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    for d in range(n_docs):
+        doc_offsets[d + 1] = doc_offsets[d] + doc_counts[d]
+    ids = np.empty(doc_offsets[n_docs], dtype=np.int32)
+    for d in range(n_docs):
+        src = piece_offsets[doc_piece_offsets[d]]
+        dst = doc_offsets[d]
+        for k in range(doc_counts[d]):
+            ids[dst + k] = out[src + k]
+    return ids, doc_offsets

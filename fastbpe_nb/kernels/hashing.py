@@ -1,0 +1,101 @@
+"""Open-addressing hash tables on plain NumPy arrays, keyed by packed 64-bit pair keys.
+
+A pair of ids ``(left, right)`` (both in ``0 .. 2**31-1``) is packed as
+``(left << 32) | right``; ``EMPTY = -1`` marks a free slot. Tables are power-of-two sized
+with linear probing and are never more than half full. The hash only multiplies numbers
+below 2**31 by constants below 2**32, so it never overflows int64: the same code gives the
+same slots compiled or under ``NUMBA_DISABLE_JIT=1``.
+"""
+
+import numpy as np
+from numba import njit
+
+EMPTY = -1
+
+
+@njit(cache=True, nogil=True)
+def pair_key(left, right):
+    """Pack two ids (each ``0 <= id < 2**31``) into one int64 key."""
+    return (np.int64(left) << 32) | np.int64(right)
+
+
+@njit(cache=True, nogil=True)
+def _mix(key):
+    hi = key >> 32
+    lo = key & 0xFFFFFFFF
+    h = (hi * 0x9E3779B1) ^ (lo * 0x85EBCA6B)
+    return h ^ (h >> 29)
+
+
+@njit(cache=True, nogil=True)
+def table_capacity(n_items):
+    """Smallest power of two >= 2 * n_items (at least 16): the load factor stays <= 1/2."""
+    cap = 16
+    while cap < 2 * n_items:
+        cap *= 2
+    return cap
+
+
+@njit(cache=True, nogil=True)
+def table_slot(keys, key):
+    """Slot holding ``key`` in ``keys`` (int64[cap]), or the empty slot where it belongs."""
+    mask = keys.shape[0] - 1
+    i = _mix(key) & mask
+    while True:
+        k = keys[i]
+        if k == key or k == EMPTY:
+            return i
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def table_get(keys, vals, key, default):
+    """``vals[slot of key]``, or ``default`` when the key is absent."""
+    i = table_slot(keys, key)
+    if keys[i] == EMPTY:
+        return default
+    return vals[i]
+
+
+@njit(cache=True, nogil=True)
+def table_rehash(keys, vals, new_cap):
+    """A copy of the table with ``new_cap`` slots (a power of two)."""
+    new_keys = np.full(new_cap, EMPTY, dtype=np.int64)
+    new_vals = np.zeros(new_cap, dtype=vals.dtype)
+    for i in range(keys.shape[0]):
+        if keys[i] != EMPTY:
+            j = table_slot(new_keys, keys[i])
+            new_keys[j] = keys[i]
+            new_vals[j] = vals[i]
+    return new_keys, new_vals
+
+
+@njit(cache=True, nogil=True)
+def build_rank_table(merges, merge_ids):
+    """The encoder's table: pair key -> ``(rank << 32) | new_id``.
+
+    Parameters
+    ----------
+    merges : int32[n, 2]
+        Merge pairs in rank order (validated: every id defined before it is used).
+    merge_ids : int32[n]
+        Id produced by each merge.
+
+    Returns
+    -------
+    keys : int64[cap]
+        Packed pair keys, ``EMPTY`` in free slots.
+    vals : int64[cap]
+        ``(rank << 32) | new_id``; a pair listed twice keeps its first (lowest) rank.
+    """
+    n = merges.shape[0]
+    cap = table_capacity(n)
+    keys = np.full(cap, EMPTY, dtype=np.int64)
+    vals = np.zeros(cap, dtype=np.int64)
+    for r in range(n):
+        key = pair_key(merges[r, 0], merges[r, 1])
+        i = table_slot(keys, key)
+        if keys[i] == EMPTY:
+            keys[i] = key
+            vals[i] = (np.int64(r) << 32) | np.int64(merge_ids[r])
+    return keys, vals

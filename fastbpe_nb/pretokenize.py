@@ -1,0 +1,157 @@
+"""Pre-tokenization: special-token splitting and the split of text into pre-tokens.
+
+Merges never cross a pre-token boundary. Three named patterns are defined as exactly
+what the ``regex`` module's ``findall`` returns for their pattern strings; any other
+pattern string goes through the ``regex`` module too, and ``pattern=None`` means no
+split (the whole text is one pre-token).
+
+Custom patterns need not cover the whole text: the characters that no match covers are
+kept as pre-tokens of their own (as Hugging Face's ``Split(behavior="isolated")`` does),
+so that encoding stays lossless. The three named patterns always cover the whole text.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import regex
+
+GPT2_PATTERN = (
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+#: The named patterns, by name. A model file stores the name, not the string.
+NAMED_PATTERNS: dict[str, str] = {
+    "gpt2": GPT2_PATTERN,
+    "cl100k": CL100K_PATTERN,
+    "o200k": O200K_PATTERN,
+}
+
+#: Char mode's default: words are the runs of non-whitespace (classic Sennrich BPE).
+WHITESPACE_WORDS_PATTERN = r"\S+"
+
+
+def pattern_string(pattern: str | None) -> str | None:
+    """The regex string of ``pattern`` (a named pattern's name, a regex string, or None)."""
+    if pattern is None:
+        return None
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a str or None, not {type(pattern).__name__}")
+    return NAMED_PATTERNS.get(pattern, pattern)
+
+
+@functools.lru_cache(maxsize=64)
+def compiled_pattern(pattern: str | None):
+    """The compiled ``regex`` object for ``pattern`` (None stays None)."""
+    source = pattern_string(pattern)
+    if source is None:
+        return None
+    try:
+        return regex.compile(source)
+    except regex.error as exc:
+        raise ValueError(f"invalid pre-tokenization pattern {pattern!r}: {exc}") from None
+
+
+def split(text: str, pattern: str | None = "gpt2", keep_gaps: bool = True) -> list[str]:
+    """Split ``text`` into pre-tokens, as encoding and training see them.
+
+    Parameters
+    ----------
+    text : str
+        The text (special tokens are *not* treated specially here).
+    pattern : str or None
+        ``"gpt2"``, ``"cl100k"``, ``"o200k"``, any other regex string, or None (no split).
+    keep_gaps : bool
+        Keep text that no match covers as pieces of its own (byte mode: lossless). Char
+        mode passes False: its words are the matches, and the whitespace between them
+        is dropped.
+
+    Returns
+    -------
+    list of str
+        The pre-tokens in order; with ``keep_gaps``, ``"".join(result) == text``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, not {type(text).__name__}")
+    rx = compiled_pattern(pattern)
+    if rx is None:
+        return [text] if text else []
+    if not keep_gaps:
+        return [m.group() for m in rx.finditer(text) if m.end() > m.start()]
+    pieces = rx.findall(text)
+    if sum(map(len, pieces)) == len(text):
+        # The usual case (always for the named patterns): the matches tile the text.
+        return [p for p in pieces if p] if "" in pieces else pieces
+    # Some characters are not covered by any match: keep them as pieces of their own.
+    out = []
+    pos = 0
+    for m in rx.finditer(text):
+        start, end = m.span()
+        if start > pos:
+            out.append(text[pos:start])
+        if end > start:
+            out.append(text[start:end])
+        pos = end
+    if pos < len(text):
+        out.append(text[pos:])
+    return out
+
+
+class SpecialTokenMatcher:
+    """Finds registered special tokens in text (longest token first at a position)."""
+
+    def __init__(self, tokens):
+        self.tokens = tuple(sorted(set(tokens), key=lambda t: (-len(t), t)))
+        self._regex = (
+            regex.compile("|".join(regex.escape(t) for t in self.tokens)) if self.tokens else None
+        )
+
+    def __bool__(self):
+        return bool(self.tokens)
+
+    def finditer(self, text: str):
+        """Yield ``(start, end, token)`` of every non-overlapping occurrence, leftmost first."""
+        if self._regex is None:
+            return
+        for m in self._regex.finditer(text):
+            yield m.start(), m.end(), m.group()
+
+    def first(self, text: str):
+        """The first occurrence as ``(start, token)``, or None."""
+        if self._regex is None:
+            return None
+        m = self._regex.search(text)
+        return None if m is None else (m.start(), m.group())
+
+
+def split_special(text: str, matcher: SpecialTokenMatcher):
+    """Cut ``text`` at the special tokens found by ``matcher``.
+
+    Returns a list of ``(segment, is_special)`` in order; empty segments are dropped.
+    """
+    if not matcher:
+        return [(text, False)] if text else []
+    out = []
+    pos = 0
+    for start, end, token in matcher.finditer(text):
+        if start > pos:
+            out.append((text[pos:start], False))
+        out.append((token, True))
+        pos = end
+    if pos < len(text):
+        out.append((text[pos:], False))
+    return out

@@ -1,0 +1,361 @@
+"""The specification: a slow, obviously-correct pure-Python BPE trainer, encoder and decoder.
+
+Every Numba kernel of fastbpe_nb is tested against this module. It favours clarity over
+speed: training recounts every pair of every word at every merge (cost: merges x corpus),
+and encoding rescans a pre-token for its best pair after every merge. Use it on small data.
+
+The model of BPE implemented here
+---------------------------------
+*Symbols* are integer ids. In byte mode ids 0..255 are the bytes (id = byte value); in char
+mode the base ids number the distinct base symbols (the characters of the corpus and the
+optional end-of-word marker) in code-point order. Merge *k* joins two adjacent symbols into
+one; its result gets the next free id, unless a token with the same bytes already exists,
+in which case that id is reused (as Hugging Face ``tokenizers`` does).
+
+Training (the compiler)
+    1. Split every document at special tokens (which are dropped: they are never merged),
+       pre-tokenize each segment, and count the pre-tokens ("words") in order of first
+       occurrence.
+    2. Repeat: count every adjacent pair of every word, weighted by the word's count
+       (overlapping windows: ``aaa`` holds ``(a, a)`` twice); pick the pair with the
+       highest count, breaking ties by the tie rule; rewrite every word left to right,
+       replacing non-overlapping occurrences of the pair by the merged symbol.
+    3. Stop after ``num_merges`` merges, when the vocabulary (base symbols + distinct
+       merged tokens + special tokens) reaches ``vocab_size``, when no pair is left, or
+       when the best count is below ``min_frequency``. A pair whose merged token would
+       be longer than ``max_token_length`` base units (bytes, or characters in char
+       mode) is never a candidate.
+
+Tie rules (``tie_break``), among pairs with the highest count:
+    ``ids``    smallest ``(left_id, right_id)`` (ids in byte-value order) — bpeasy.
+    ``hf``     smallest ``(left_rank, right_rank)`` where a base byte's rank is the position
+               of its GPT-2 byte-to-unicode character in code-point order and a merged
+               token's rank is its id — Hugging Face ``BpeTrainer`` with a ByteLevel
+               alphabet. (In char mode ``hf`` equals ``ids``.)
+    ``first``  the pair whose first occurrence in the (rewritten) corpus comes first —
+               minbpe and tiktoken's educational trainer.
+    ``bytes``  smallest ``(left_bytes, right_bytes)``.
+
+Encoding (the interpreter): per pre-token, start from its base symbols and repeatedly merge
+the adjacent pair with the lowest merge rank (the leftmost one when the same pair occurs
+several times), until no adjacent pair has a rank. Nothing in the input is counted.
+
+Decoding (a table lookup): ids to bytes, joined, then UTF-8 decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import regex
+
+from .pretokenize import WHITESPACE_WORDS_PATTERN, pattern_string
+
+TIE_RULES = ("ids", "hf", "first", "bytes")
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 byte values to printable unicode characters."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    mapping = {b: chr(b) for b in printable}
+    n = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + n)
+            n += 1
+    return mapping
+
+
+def hf_byte_ranks() -> list[int]:
+    """``ranks[b]``: the position of byte ``b``'s GPT-2 character in code-point order."""
+    chars = bytes_to_unicode()
+    order = sorted(range(256), key=lambda b: ord(chars[b]))
+    ranks = [0] * 256
+    for rank, b in enumerate(order):
+        ranks[b] = rank
+    return ranks
+
+
+def pretokenize(text: str, pattern: str | None, keep_gaps: bool = True) -> list[str]:
+    """Pre-tokens of ``text``: the ``regex`` matches, plus (with ``keep_gaps``, as byte mode
+    does) any text no match covers as its own piece. Char mode keeps only the matches."""
+    source = pattern_string(pattern)
+    if source is None:
+        return [text] if text else []
+    pieces = []
+    pos = 0
+    for m in regex.finditer(source, text):
+        if keep_gaps and m.start() > pos:
+            pieces.append(text[pos : m.start()])
+        if m.end() > m.start():
+            pieces.append(m.group())
+        pos = m.end()
+    if keep_gaps and pos < len(text):
+        pieces.append(text[pos:])
+    return pieces
+
+
+def split_special_tokens(text: str, special_tokens) -> list[tuple[str, bool]]:
+    """Cut ``text`` at special tokens (the longest one wins at a position, leftmost first)."""
+    specials = sorted(special_tokens, key=len, reverse=True)
+    out = []
+    pos = start = 0
+    while pos < len(text):
+        hit = next((s for s in specials if s and text.startswith(s, pos)), None)
+        if hit is None:
+            pos += 1
+            continue
+        if pos > start:
+            out.append((text[start:pos], False))
+        out.append((hit, True))
+        pos += len(hit)
+        start = pos
+    if start < len(text):
+        out.append((text[start:], False))
+    return out
+
+
+def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> dict[str, int]:
+    """Pre-token counts over ``texts``, in order of first occurrence (special tokens dropped)."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for segment, is_special in split_special_tokens(text, special_tokens):
+            if is_special:
+                continue
+            for piece in pretokenize(segment, pattern, keep_gaps):
+                counts[piece] = counts.get(piece, 0) + 1
+    return counts
+
+
+@dataclass
+class ReferenceModel:
+    """A trained (or given) BPE model, in the plainest form."""
+
+    base: str  # "bytes" or "chars"
+    alphabet: list[str]  # char mode: base symbol strings by id; byte mode: empty
+    end_of_word: str | None
+    pattern: str | None
+    merges: list[tuple[int, int]]  # rank order
+    merge_ids: list[int]  # id produced by each merge
+    merge_counts: list[int]  # count of the pair when it was merged (training only)
+    token_bytes: list[bytes]  # id -> bytes, base symbols and merged tokens
+    special_tokens: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.token_bytes) + len(self.special_tokens)
+
+
+def _base_symbols(words: dict[str, int], base: str, end_of_word: str | None):
+    """Base alphabet, per-word symbol lists, and token bytes of the base ids."""
+    if base == "bytes":
+        token_bytes = [bytes([b]) for b in range(256)]
+        seqs = [list(w.encode("utf-8")) for w in words]
+        return [], seqs, token_bytes
+    if base != "chars":
+        raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
+    symbols = set()
+    for w in words:
+        symbols.update(w)
+    if end_of_word is not None:
+        if any(end_of_word in w for w in words):
+            raise ValueError(f"the end_of_word marker {end_of_word!r} occurs in the training words")
+        symbols.add(end_of_word)
+    alphabet = sorted(symbols)
+    index = {s: i for i, s in enumerate(alphabet)}
+    seqs = []
+    for w in words:
+        seq = [index[c] for c in w]
+        if end_of_word is not None:
+            seq.append(index[end_of_word])
+        seqs.append(seq)
+    return alphabet, seqs, [s.encode("utf-8") for s in alphabet]
+
+
+def _merge_word(seq: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Replace the non-overlapping occurrences of ``pair`` in ``seq``, left to right."""
+    out = []
+    i = 0
+    while i < len(seq):
+        if i + 1 < len(seq) and seq[i] == pair[0] and seq[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(seq[i])
+            i += 1
+    return out
+
+
+def train(
+    texts=None,
+    *,
+    words: dict[str, int] | None = None,
+    vocab_size: int | None = None,
+    num_merges: int | None = None,
+    pattern: str | None = "gpt2",
+    special_tokens=(),
+    tie_break: str = "ids",
+    base: str = "bytes",
+    end_of_word: str | None = None,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+) -> ReferenceModel:
+    """Train BPE the slow, obvious way. See the module docstring for the exact rules.
+
+    Give either ``texts`` (documents, pre-tokenized with ``pattern``; in char mode the
+    default pattern is whitespace-separated words) or ``words`` (a ``{word: count}`` dict,
+    taken as given, in first-occurrence order).
+    """
+    if tie_break not in TIE_RULES:
+        raise ValueError(f"tie_break must be one of {TIE_RULES}, not {tie_break!r}")
+    if vocab_size is None and num_merges is None:
+        raise ValueError("give vocab_size or num_merges")
+    special_tokens = list(dict.fromkeys(special_tokens))
+    if words is None:
+        if pattern == "default":
+            pattern = "gpt2" if base == "bytes" else WHITESPACE_WORDS_PATTERN
+        words = count_words(texts, pattern, special_tokens, keep_gaps=base == "bytes")
+    alphabet, seqs, token_bytes = _base_symbols(words, base, end_of_word)
+    counts = list(words.values())
+    # Length of each token in base units (bytes, or base symbols in char mode).
+    units = [1] * len(token_bytes)
+    id_of_bytes = {b: i for i, b in enumerate(token_bytes)}
+    hf_rank = hf_byte_ranks() if base == "bytes" else None
+
+    def tie_key(pair):
+        a, b = pair
+        if tie_break == "ids":
+            return (a, b)
+        if tie_break == "hf":
+            if hf_rank is None:
+                return (a, b)
+            return (hf_rank[a] if a < 256 else a, hf_rank[b] if b < 256 else b)
+        return (token_bytes[a], token_bytes[b])  # "bytes"
+
+    merges, merge_ids, merge_counts = [], [], []
+    while True:
+        if num_merges is not None and len(merges) >= num_merges:
+            break
+        if vocab_size is not None and len(token_bytes) + len(special_tokens) >= vocab_size:
+            break
+        # Pair counts in order of first occurrence (dicts keep insertion order).
+        stats: dict[tuple[int, int], int] = {}
+        for seq, count in zip(seqs, counts):
+            for pair in zip(seq, seq[1:]):
+                if max_token_length is not None and units[pair[0]] + units[pair[1]] > max_token_length:
+                    continue
+                stats[pair] = stats.get(pair, 0) + count
+        if not stats:
+            break
+        best_count = max(stats.values())
+        if best_count < max(min_frequency, 1):
+            break
+        tied = [pair for pair, c in stats.items() if c == best_count]
+        pair = tied[0] if tie_break == "first" else min(tied, key=tie_key)
+        new_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
+        new_id = id_of_bytes.get(new_bytes)
+        if new_id is None:
+            new_id = len(token_bytes)
+            token_bytes.append(new_bytes)
+            units.append(units[pair[0]] + units[pair[1]])
+            id_of_bytes[new_bytes] = new_id
+        merges.append(pair)
+        merge_ids.append(new_id)
+        merge_counts.append(best_count)
+        seqs = [_merge_word(seq, pair, new_id) for seq in seqs]
+
+    first_special = len(token_bytes)
+    return ReferenceModel(
+        base=base,
+        alphabet=alphabet,
+        end_of_word=end_of_word,
+        pattern=pattern,
+        merges=merges,
+        merge_ids=merge_ids,
+        merge_counts=merge_counts,
+        token_bytes=token_bytes,
+        special_tokens={s: first_special + i for i, s in enumerate(special_tokens)},
+    )
+
+
+def model_from_merges(merges, *, base="bytes", alphabet=(), end_of_word=None, pattern="gpt2",
+                      special_tokens=()) -> ReferenceModel:
+    """A model from explicit merges (id pairs in rank order), deriving the vocabulary."""
+    if base == "bytes":
+        token_bytes = [bytes([b]) for b in range(256)]
+    else:
+        token_bytes = [s.encode("utf-8") for s in alphabet]
+    id_of_bytes = {b: i for i, b in enumerate(token_bytes)}
+    merge_ids = []
+    for a, b in merges:
+        new_bytes = token_bytes[a] + token_bytes[b]
+        new_id = id_of_bytes.get(new_bytes)
+        if new_id is None:
+            new_id = len(token_bytes)
+            token_bytes.append(new_bytes)
+            id_of_bytes[new_bytes] = new_id
+        merge_ids.append(new_id)
+    first_special = len(token_bytes)
+    return ReferenceModel(
+        base=base, alphabet=list(alphabet), end_of_word=end_of_word, pattern=pattern,
+        merges=[tuple(m) for m in merges], merge_ids=merge_ids, merge_counts=[],
+        token_bytes=token_bytes,
+        special_tokens={s: first_special + i for i, s in enumerate(special_tokens)},
+    )
+
+
+def encode_symbols(symbols: list[int], model: ReferenceModel) -> list[int]:
+    """Replay the merges on one pre-token: lowest rank first, leftmost on equal rank."""
+    ranks: dict[tuple[int, int], tuple[int, int]] = {}
+    for rank, (pair, new_id) in enumerate(zip(model.merges, model.merge_ids)):
+        ranks.setdefault(tuple(pair), (rank, new_id))
+    seq = list(symbols)
+    while len(seq) >= 2:
+        best = None  # (rank, position, new id)
+        for i in range(len(seq) - 1):
+            hit = ranks.get((seq[i], seq[i + 1]))
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best = (hit[0], i, hit[1])
+        if best is None:
+            break
+        _, i, new_id = best
+        seq[i : i + 2] = [new_id]
+    return seq
+
+
+def piece_symbols(piece: str, model: ReferenceModel) -> list[int]:
+    """Base symbols of one pre-token (char mode appends the end-of-word marker)."""
+    if model.base == "bytes":
+        return list(piece.encode("utf-8"))
+    index = {s: i for i, s in enumerate(model.alphabet)}
+    seq = [index[c] for c in piece]  # KeyError: an unseen character has no id
+    if model.end_of_word is not None:
+        seq.append(index[model.end_of_word])
+    return seq
+
+
+def encode(text: str, model: ReferenceModel, allowed_special=()) -> list[int]:
+    """Encode ``text``: split at the allowed special tokens, pre-tokenize, merge each piece."""
+    pattern = model.pattern
+    if pattern == "default":
+        pattern = "gpt2" if model.base == "bytes" else WHITESPACE_WORDS_PATTERN
+    if allowed_special == "all":
+        allowed_special = list(model.special_tokens)
+    ids = []
+    for segment, is_special in split_special_tokens(text, allowed_special):
+        if is_special:
+            ids.append(model.special_tokens[segment])
+            continue
+        for piece in pretokenize(segment, pattern, keep_gaps=model.base == "bytes"):
+            ids.extend(encode_symbols(piece_symbols(piece, model), model))
+    return ids
+
+
+def decode_bytes(ids, model: ReferenceModel) -> bytes:
+    """Join the bytes of the tokens (special tokens decode to their text)."""
+    specials = {i: s.encode("utf-8") for s, i in model.special_tokens.items()}
+    return b"".join(specials[i] if i in specials else model.token_bytes[i] for i in ids)

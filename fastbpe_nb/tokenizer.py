@@ -1,0 +1,517 @@
+"""The Tokenizer: a frozen merge list, its vocabulary, and encode / decode around the kernels.
+
+Layout (DESIGN.md section 2). Byte mode: ids 0..255 are the bytes, merge *k* produces the
+next free id (or reuses the id of a token with the same bytes), and special tokens take
+the ids after the last merged token. Char mode: the base ids number the alphabet (the
+distinct characters seen in training, plus the end-of-word marker) in code-point order.
+
+Text policy: ``encode(str)`` encodes the text's UTF-8 bytes. A ``str`` holding lone
+surrogates (which have no UTF-8 form) has each of them replaced by U+FFFD first, as tiktoken
+does; to tokenize arbitrary bytes, invalid UTF-8 included, use ``encode_bytes``, whose
+output always decodes back to the same bytes with ``decode_bytes``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import os
+
+import numpy as np
+
+from . import pretokenize
+from .errors import (
+    DisallowedSpecialTokenError,
+    ModelFormatError,
+    UnknownCharacterError,
+    UnknownTokenError,
+)
+
+#: Pieces longer than this many units are merged with the heap algorithm.
+LONG_PIECE = 48
+#: log2 of the per-block cache of encoded pieces.
+CACHE_BITS = 12
+
+
+def utf8(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; lone surrogates become U+FFFD (they have no UTF-8 form)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (unchanged when there are none)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return utf8(text).decode("utf-8")
+
+
+def _check_special_tokens(special_tokens, first_id: int) -> dict[str, int]:
+    """Normalise ``special_tokens`` (strings, or a {token: id} mapping) to {token: id}."""
+    if isinstance(special_tokens, str):
+        raise TypeError("special_tokens must be a sequence of strings or a {token: id} dict, not a str")
+    if isinstance(special_tokens, dict):
+        items = list(special_tokens.items())
+    else:
+        items = [(t, first_id + i) for i, t in enumerate(special_tokens)]
+    out: dict[str, int] = {}
+    ids = set()
+    for token, tid in items:
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"special token {token!r}: must be a non-empty str")
+        if token in out:
+            raise ValueError(f"special token {token!r} is given twice")
+        if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)):
+            raise ValueError(f"special token {token!r}: id {tid!r} is not an integer")
+        tid = int(tid)
+        if tid in ids:
+            raise ValueError(f"special token {token!r}: id {tid} is used twice")
+        ids.add(tid)
+        out[token] = tid
+    if ids and ids != set(range(first_id, first_id + len(ids))):
+        raise ValueError(
+            f"special token ids must be {first_id}..{first_id + len(ids) - 1} (right after the "
+            f"{first_id} regular tokens), got {sorted(ids)[:5]}..."
+        )
+    return out
+
+
+def derive_vocab(merges: np.ndarray, base_bytes: list[bytes], source=None):
+    """Replay ``merges`` to derive the vocabulary, validating every id on the way.
+
+    Returns ``(merge_ids, token_bytes, units)``: the id each merge produces, the bytes of
+    every regular token, and each token's length in base units. Raises ModelFormatError
+    naming ``merges[k]`` for an id that is not defined when merge k is applied.
+    """
+    token_bytes = list(base_bytes)
+    units = [1] * len(token_bytes)
+    id_of = {b: i for i, b in enumerate(token_bytes)}
+    merge_ids = np.empty(len(merges), dtype=np.int32)
+    for k, (a, b) in enumerate(merges.tolist()):
+        n = len(token_bytes)
+        if not (0 <= a < n and 0 <= b < n):
+            bad = a if not 0 <= a < n else b
+            raise ModelFormatError(
+                f"merge ({a}, {b}) uses id {bad}, which is not defined before rank {k} "
+                f"(ids 0..{n - 1} exist at that point)",
+                source, f"merges[{k}]",
+            )
+        new = token_bytes[a] + token_bytes[b]
+        tid = id_of.get(new)
+        if tid is None:
+            tid = n
+            token_bytes.append(new)
+            units.append(units[a] + units[b])
+            id_of[new] = tid
+        merge_ids[k] = tid
+    return merge_ids, token_bytes, units
+
+
+class StreamDecoder:
+    """Incremental decoder: ``push(id)`` returns only complete characters.
+
+    A token may end in the middle of a UTF-8 sequence (an emoji's 4 bytes can span several
+    tokens); those bytes are held back until the sequence completes. ``flush()`` returns
+    what is left (incomplete bytes become U+FFFD with ``errors="replace"``).
+    """
+
+    def __init__(self, tokenizer: "Tokenizer", errors: str = "replace"):
+        self._table = tokenizer._decode_table
+        self._n = len(self._table)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors=errors)
+        self._pushed = 0
+
+    def push(self, token_id: int) -> str:
+        if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)) or not (
+            0 <= token_id < self._n
+        ):
+            raise UnknownTokenError(token_id, self._pushed, self._n)
+        self._pushed += 1
+        return self._decoder.decode(self._table[int(token_id)])
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)
+
+
+class Tokenizer:
+    """A BPE tokenizer: frozen merges, vocabulary, pre-tokenization pattern, special tokens.
+
+    Parameters
+    ----------
+    merges : array-like of int, shape (n, 2)
+        Merge pairs in rank order; every id must exist before the merge that uses it.
+    pattern : str or None
+        ``"gpt2"``, ``"cl100k"``, ``"o200k"``, any regex string, or None (no split).
+        Char mode's default (``"default"``) is whitespace-separated words.
+    special_tokens : sequence of str or dict
+        Strings (ids assigned after the last regular token, in order) or ``{token: id}``.
+    base : {"bytes", "chars"}
+        Byte-level BPE (any text encodes) or classic char-level BPE.
+    alphabet : sequence of str
+        Char mode only: the base symbols by id (sorted by code point).
+    end_of_word : str or None
+        Char mode only: the marker appended to every word (one of the alphabet's symbols).
+    tie_break : str or None
+        The tie rule the merges were trained with (metadata; encoding does not use it).
+    """
+
+    def __init__(self, merges=(), pattern="gpt2", special_tokens=(), *, base="bytes",
+                 alphabet=None, end_of_word=None, tie_break=None, merge_counts=None,
+                 _source=None):
+        if base not in ("bytes", "chars"):
+            raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
+        merges = np.asarray(merges if len(merges) else np.zeros((0, 2)), dtype=np.int64)
+        if merges.ndim != 2 or merges.shape[1] != 2:
+            raise ValueError(f"merges must have shape (n, 2), got {merges.shape}")
+        if base == "bytes":
+            if alphabet is not None:
+                raise ValueError("alphabet is only for base='chars'")
+            if end_of_word is not None:
+                raise ValueError("end_of_word is only for base='chars'")
+            base_bytes = [bytes([b]) for b in range(256)]
+            self.alphabet = None
+        else:
+            alphabet = list(alphabet or ())
+            if any(not isinstance(s, str) or not s for s in alphabet):
+                raise ModelFormatError("alphabet entries must be non-empty strings", _source, "alphabet")
+            if alphabet != sorted(set(alphabet)):
+                raise ModelFormatError("alphabet must be unique and sorted by code point",
+                                       _source, "alphabet")
+            if end_of_word is not None and end_of_word not in alphabet:
+                raise ModelFormatError(f"end_of_word {end_of_word!r} is not in the alphabet",
+                                       _source, "end_of_word")
+            base_bytes = [s.encode("utf-8") for s in alphabet]
+            self.alphabet = alphabet
+        if pattern == "default":
+            pattern = "gpt2" if base == "bytes" else pretokenize.WHITESPACE_WORDS_PATTERN
+        pretokenize.compiled_pattern(pattern)  # raises on an invalid regex
+        self.base = base
+        self.pattern = pattern
+        self.end_of_word = end_of_word
+        self.tie_break = tie_break
+        self.n_base = len(base_bytes)
+        merge_ids, token_bytes, _ = derive_vocab(merges, base_bytes, _source)
+        self.merges = merges.astype(np.int32)
+        self.merges.setflags(write=False)
+        self.merge_ids = merge_ids
+        self.merge_ids.setflags(write=False)
+        self.merge_counts = None if merge_counts is None else np.asarray(merge_counts, np.int64)
+        self._token_bytes = token_bytes
+        self.special_tokens = _check_special_tokens(special_tokens, len(token_bytes))
+        self._rank_keys = None
+        self._rank_vals = None
+        self._build_tables()
+
+    # ------------------------------------------------------------------ tables
+    def _build_tables(self):
+        specials = sorted(self.special_tokens.items(), key=lambda kv: kv[1])
+        self._id_to_special = {tid: tok for tok, tid in specials}
+        self._decode_table = list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
+        if self.base == "chars" and self.end_of_word is not None:
+            marker = self.end_of_word.encode("utf-8")
+            self._decode_table = [
+                t.replace(marker, b" ") if i < len(self._token_bytes) else t
+                for i, t in enumerate(self._decode_table)
+            ]
+            self._marker_id = self.alphabet.index(self.end_of_word)
+        self._char_ids = (
+            {s: i for i, s in enumerate(self.alphabet)} if self.base == "chars" else None
+        )
+        self._sym_map = (
+            np.arange(256, dtype=np.int32) if self.base == "bytes"
+            else np.arange(max(1, self.n_base), dtype=np.int32)
+        )
+        self._all_specials = pretokenize.SpecialTokenMatcher(self.special_tokens)
+
+    def _rank_table(self):
+        if self._rank_keys is None:
+            from .kernels.hashing import build_rank_table
+
+            self._rank_keys, self._rank_vals = build_rank_table(
+                np.ascontiguousarray(self.merges, dtype=np.int32), self.merge_ids
+            )
+        return self._rank_keys, self._rank_vals
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_rank_keys"] = state["_rank_vals"] = None  # rebuilt on demand
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __eq__(self, other):
+        if not isinstance(other, Tokenizer):
+            return NotImplemented
+        return (
+            self.base == other.base and self.pattern == other.pattern
+            and self.alphabet == other.alphabet and self.end_of_word == other.end_of_word
+            and self.special_tokens == other.special_tokens
+            and np.array_equal(self.merges, other.merges)
+        )
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"Tokenizer(base={self.base!r}, pattern={self.pattern!r}, "
+                f"merges={len(self.merges)}, vocab_size={self.vocab_size}, "
+                f"special_tokens={len(self.special_tokens)})")
+
+    # --------------------------------------------------------------- properties
+    @property
+    def vocab(self) -> list[bytes]:
+        """Bytes of every id (index = id), special tokens included (as their UTF-8 text)."""
+        specials = sorted(self.special_tokens.items(), key=lambda kv: kv[1])
+        return list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids: base symbols + distinct merged tokens + special tokens."""
+        return len(self._token_bytes) + len(self.special_tokens)
+
+    @property
+    def n_regular(self) -> int:
+        """Number of non-special ids."""
+        return len(self._token_bytes)
+
+    # ---------------------------------------------------------------- encoding
+    def _special_sets(self, allowed_special, disallowed_special):
+        names = set(self.special_tokens)
+        if allowed_special == "all":
+            allowed = names
+        else:
+            allowed = set(allowed_special)
+            unknown = allowed - names
+            if unknown:
+                raise ValueError(f"allowed_special names unregistered tokens: {sorted(unknown)[:5]}")
+        if disallowed_special == "all":
+            disallowed = names - allowed
+        else:
+            disallowed = set(disallowed_special)
+        return frozenset(allowed), frozenset(disallowed)
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019 - a few sets per tokenizer
+    def _matcher(self, tokens: frozenset):
+        if tokens == frozenset(self.special_tokens):
+            return self._all_specials
+        return pretokenize.SpecialTokenMatcher(tokens)
+
+    def _layout(self, texts, allowed: frozenset, disallowed: frozenset, text_offset_base=None):
+        """Pre-tokenize ``texts`` into the kernel's flat arrays (special tokens cut out first)."""
+        allowed_m = self._matcher(allowed) if allowed else None
+        disallowed_m = self._matcher(disallowed) if disallowed else None
+        chunks = []  # bytes (byte mode) or int arrays (char mode), one per piece group
+        piece_lengths = []
+        piece_special = []
+        doc_pieces = [0]
+        for doc_index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"document {doc_index}: expected str, got {type(text).__name__}")
+            text = clean_text(text)
+            if disallowed_m is not None:
+                hit = disallowed_m.first(text)
+                if hit is not None:
+                    err = DisallowedSpecialTokenError(hit[1], hit[0])
+                    if text_offset_base is not None:
+                        err.args = (f"document {doc_index}: {err.args[0]}",)
+                        err.document = doc_index
+                    raise err
+            segments = (
+                pretokenize.split_special(text, allowed_m) if allowed_m is not None
+                else ([(text, False)] if text else [])
+            )
+            n_pieces = 0
+            char_pos = 0
+            for segment, is_special in segments:
+                if is_special:
+                    data = segment.encode("utf-8")
+                    chunks.append(data if self.base == "bytes" else np.zeros(len(data), np.int32))
+                    piece_lengths.append(len(data))
+                    piece_special.append(self.special_tokens[segment])
+                    n_pieces += 1
+                else:
+                    pieces = pretokenize.split(segment, self.pattern, self.base == "bytes")
+                    if self.base == "bytes":
+                        data = segment.encode("utf-8")
+                        chunks.append(data)
+                        if len(data) == len(segment):
+                            piece_lengths.extend(map(len, pieces))
+                        else:
+                            piece_lengths.extend(len(p.encode("utf-8")) for p in pieces)
+                    else:
+                        # Pieces need not tile the segment (char mode drops whitespace),
+                        # so find each one to report the offset of an unknown character.
+                        at = 0
+                        for piece in pieces:
+                            at = segment.find(piece, at)
+                            ids = self._char_symbols(piece, char_pos + at)
+                            at += len(piece)
+                            chunks.append(ids)
+                            piece_lengths.append(len(ids))
+                    piece_special.extend([-1] * len(pieces))
+                    n_pieces += len(pieces)
+                char_pos += len(segment)
+            doc_pieces.append(doc_pieces[-1] + n_pieces)
+        if self.base == "bytes":
+            data = np.frombuffer(b"".join(chunks), dtype=np.uint8)
+        else:
+            data = np.concatenate(chunks).astype(np.int32) if chunks else np.zeros(0, np.int32)
+        offsets = np.zeros(len(piece_lengths) + 1, dtype=np.int64)
+        np.cumsum(piece_lengths, out=offsets[1:])
+        return (data, offsets, np.asarray(piece_special, dtype=np.int32).reshape(-1),
+                np.asarray(doc_pieces, dtype=np.int64))
+
+    def _char_symbols(self, piece: str, offset: int) -> np.ndarray:
+        ids = self._char_ids
+        out = np.empty(len(piece) + (self.end_of_word is not None), dtype=np.int32)
+        for k, ch in enumerate(piece):
+            tid = ids.get(ch)
+            if tid is None:
+                raise UnknownCharacterError(ch, offset + k)
+            out[k] = tid
+        if self.end_of_word is not None:
+            out[-1] = self._marker_id
+        return out
+
+    def _run(self, layout, n_threads=1):
+        from .kernels.encode import encode_batch
+
+        data, offsets, special, doc_pieces = layout
+        keys, vals = self._rank_table()
+        n_docs = len(doc_pieces) - 1
+        n_blocks = 1 if n_threads <= 1 else min(n_docs, 8 * n_threads)
+        if n_threads > 1:
+            import numba
+
+            previous = numba.get_num_threads()
+            numba.set_num_threads(min(n_threads, numba.config.NUMBA_NUM_THREADS))
+            try:
+                return encode_batch(data, self._sym_map, offsets, special, doc_pieces, keys,
+                                    vals, LONG_PIECE, CACHE_BITS, max(1, n_blocks))
+            finally:
+                numba.set_num_threads(previous)
+        return encode_batch(data, self._sym_map, offsets, special, doc_pieces, keys, vals,
+                            LONG_PIECE, CACHE_BITS, 1)
+
+    def encode(self, text: str, allowed_special=(), disallowed_special="all") -> list[int]:
+        """Encode ``text`` to token ids (tiktoken's special-token semantics).
+
+        By default a registered special token in ``text`` raises
+        DisallowedSpecialTokenError; list it in ``allowed_special`` (or pass ``"all"``) to
+        get its id, or pass ``disallowed_special=()`` to encode it as plain text.
+        """
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        ids, _ = self._run(self._layout([text], allowed, disallowed))
+        return ids.tolist()
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode ``text`` ignoring special tokens (their text is encoded as plain text)."""
+        ids, _ = self._run(self._layout([text], frozenset(), frozenset()))
+        return ids.tolist()
+
+    def encode_bytes(self, data: bytes) -> list[int]:
+        """Encode arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back.
+
+        Each invalid byte is one "other" character for pre-tokenization; special tokens are
+        not recognised.
+        """
+        if self.base != "bytes":
+            raise ValueError("encode_bytes needs a byte-mode tokenizer")
+        data = bytes(data)
+        text = data.decode("utf-8", "surrogateescape")
+        pieces = pretokenize.split(text, self.pattern)
+        lengths = [len(p.encode("utf-8", "surrogateescape")) for p in pieces]
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        layout = (np.frombuffer(data, dtype=np.uint8), offsets,
+                  np.full(len(lengths), -1, dtype=np.int32), np.array([0, len(lengths)], np.int64))
+        ids, _ = self._run(layout)
+        return ids.tolist()
+
+    def encode_batch(self, texts, num_threads=None, allowed_special=(), disallowed_special="all"):
+        """Encode many documents at once, on all cores.
+
+        A list of str gives a list of lists of ids; a pyarrow string array (or chunked
+        array) gives a ``pa.ListArray`` of int32 (nulls stay null).
+        """
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        n_threads = num_threads or os.cpu_count() or 1
+        if _is_arrow(texts):
+            return self._encode_arrow(texts, allowed, disallowed, n_threads)
+        texts = list(texts)
+        if not texts:
+            return []
+        ids, offsets = self._run(self._layout(texts, allowed, disallowed, 0), n_threads)
+        flat = ids.tolist()
+        bounds = offsets.tolist()
+        return [flat[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
+
+    def _encode_arrow(self, array, allowed, disallowed, n_threads):
+        import pyarrow as pa
+
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks() if array.num_chunks else pa.array([], pa.string())
+        if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+            raise TypeError(f"expected a string array, got type {array.type}")
+        valid = array.is_valid().to_numpy(zero_copy_only=False)
+        texts = [t if t is not None else "" for t in array.to_pylist()]
+        ids, offsets = self._run(self._layout(texts, allowed, disallowed, 0), n_threads)
+        mask = None if valid.all() else pa.array(~valid)
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids),
+                                        mask=mask)
+
+    # ---------------------------------------------------------------- decoding
+    def _check_ids(self, ids):
+        table = self._decode_table
+        n = len(table)
+        for pos, tid in enumerate(ids):
+            if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)) or not 0 <= tid < n:
+                raise UnknownTokenError(tid, pos, n)
+
+    def decode_bytes(self, ids) -> bytes:
+        """The bytes of the tokens, joined (char mode: end-of-word markers become spaces)."""
+        if isinstance(ids, np.ndarray):
+            ids = ids.tolist()
+        table = self._decode_table
+        try:
+            out = b"".join([table[i] for i in ids])
+        except (IndexError, TypeError):
+            self._check_ids(ids)
+            raise
+        if ids and min(ids) < 0:
+            self._check_ids(ids)
+        if self.base == "chars" and self.end_of_word is not None and out.endswith(b" ") and ids:
+            last = ids[-1]
+            if last < len(self._token_bytes) and self._token_bytes[last].endswith(
+                self.end_of_word.encode("utf-8")
+            ):
+                out = out[:-1]
+        return out
+
+    def decode(self, ids, errors: str = "replace") -> str:
+        """Decode ids to text: bytes joined, *then* UTF-8 decoded (``errors`` as in bytes.decode)."""
+        return self.decode_bytes(ids).decode("utf-8", errors)
+
+    def stream_decoder(self, errors: str = "replace") -> StreamDecoder:
+        """An incremental decoder whose ``push(id)`` returns only complete characters."""
+        return StreamDecoder(self, errors)
+
+    def id_to_piece(self, token_id: int) -> bytes:
+        self._check_ids([token_id])
+        return self.vocab[token_id]
+
+    # ------------------------------------------------------------------- files
+    def save(self, path) -> None:
+        """Write the model as one versioned JSON document (atomically)."""
+        from .io.model_file import save_model
+
+        save_model(self, path)
+
+
+def _is_arrow(obj) -> bool:
+    module = type(obj).__module__ or ""
+    return module.startswith("pyarrow")
