@@ -14,7 +14,6 @@ output always decodes back to the same bytes with ``decode_bytes``.
 from __future__ import annotations
 
 import codecs
-import functools
 import os
 
 import numpy as np
@@ -35,19 +34,20 @@ CACHE_BITS = 12
 
 def utf8(text: str) -> bytes:
     """UTF-8 bytes of ``text``; lone surrogates become U+FFFD (they have no UTF-8 form)."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+    return clean_text(text).encode("utf-8")
 
 
 def clean_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (unchanged when there are none)."""
+    """``text`` with each lone surrogate replaced by one U+FFFD (unchanged when there are none).
+
+    The UTF-16 round trip pairs up surrogates that form a valid pair and replaces the
+    others, one U+FFFD each (tiktoken's policy).
+    """
     try:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return utf8(text).decode("utf-8")
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _check_special_tokens(special_tokens, first_id: int) -> dict[str, int]:
@@ -226,6 +226,7 @@ class Tokenizer:
             else np.arange(max(1, self.n_base), dtype=np.int32)
         )
         self._all_specials = pretokenize.SpecialTokenMatcher(self.special_tokens)
+        self._matchers = {}
 
     def _rank_table(self):
         if self._rank_keys is None:
@@ -239,6 +240,7 @@ class Tokenizer:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_rank_keys"] = state["_rank_vals"] = None  # rebuilt on demand
+        state["_matchers"] = {}
         return state
 
     def __setstate__(self, state):
@@ -294,11 +296,16 @@ class Tokenizer:
             disallowed = set(disallowed_special)
         return frozenset(allowed), frozenset(disallowed)
 
-    @functools.lru_cache(maxsize=32)  # noqa: B019 - a few sets per tokenizer
     def _matcher(self, tokens: frozenset):
-        if tokens == frozenset(self.special_tokens):
-            return self._all_specials
-        return pretokenize.SpecialTokenMatcher(tokens)
+        matcher = self._matchers.get(tokens)
+        if matcher is None:
+            if tokens == frozenset(self.special_tokens):
+                matcher = self._all_specials
+            else:
+                matcher = pretokenize.SpecialTokenMatcher(tokens)
+            if len(self._matchers) < 32:
+                self._matchers[tokens] = matcher
+        return matcher
 
     def _layout(self, texts, allowed: frozenset, disallowed: frozenset, text_offset_base=None):
         """Pre-tokenize ``texts`` into the kernel's flat arrays (special tokens cut out first)."""

@@ -1,0 +1,219 @@
+"""Tokenizer behaviour: special tokens, decoding, round trips, batches, errors, pickling."""
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastbpe_nb as fb
+
+from conftest import NOJIT
+
+SAMPLE = [
+    "Hello world! It's a test of the tokenizer's 123 numbers.\n",
+    "Grüße aus Köln — naïve café. Привет, мир! 你好，世界。 😀👍🏽",
+    "def f(x):\n    return x ** 2  # square\n\n\n",
+    "   leading and trailing spaces   ",
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return fb.train(SAMPLE * 3, vocab_size=400, special_tokens=["<|endoftext|>", "<|pad|>"])
+
+
+def test_special_token_ids_follow_merges(tok):
+    assert tok.special_tokens == {"<|endoftext|>": tok.n_regular, "<|pad|>": tok.n_regular + 1}
+    assert tok.vocab_size == tok.n_regular + 2
+    assert tok.vocab[tok.n_regular] == b"<|endoftext|>"
+
+
+def test_disallowed_special_raises_with_offset(tok):
+    text = "abc <|endoftext|> def"
+    with pytest.raises(fb.DisallowedSpecialTokenError) as info:
+        tok.encode(text)
+    assert info.value.token == "<|endoftext|>"
+    assert info.value.offset == 4
+    assert isinstance(info.value, ValueError)
+    assert "offset 4" in str(info.value)
+
+
+def test_allowed_special(tok):
+    eot = tok.special_tokens["<|endoftext|>"]
+    ids = tok.encode("a<|endoftext|>b", allowed_special={"<|endoftext|>"})
+    assert ids == tok.encode("a") + [eot] + tok.encode("b")
+    assert tok.encode("a<|endoftext|>b", allowed_special="all") == ids
+    # <|pad|> stays disallowed when only <|endoftext|> is allowed.
+    with pytest.raises(fb.DisallowedSpecialTokenError):
+        tok.encode("<|pad|>", allowed_special={"<|endoftext|>"})
+    assert tok.decode(ids) == "a<|endoftext|>b"
+
+
+def test_encode_ordinary_treats_specials_as_text(tok):
+    text = "x<|endoftext|>y"
+    ids = tok.encode_ordinary(text)
+    assert tok.special_tokens["<|endoftext|>"] not in ids
+    assert ids == tok.encode(text, disallowed_special=())
+    assert tok.decode(ids) == text
+
+
+def test_near_miss_specials_are_text(tok):
+    for text in ["<|endoftext|", "<|endoftext", "|endoftext|>", "<|endof text|>"]:
+        ids = tok.encode(text)
+        assert not set(ids) & set(tok.special_tokens.values())
+        assert tok.decode(ids) == text
+
+
+def test_unknown_allowed_special_rejected(tok):
+    with pytest.raises(ValueError, match="unregistered"):
+        tok.encode("x", allowed_special={"<|nope|>"})
+
+
+@settings(max_examples=60 if NOJIT else 300, deadline=None)
+@given(text=st.text(max_size=200))
+def test_round_trip_text(tok, text):
+    ids = tok.encode_ordinary(text)
+    clean = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    assert tok.decode_bytes(ids) == clean.encode("utf-8")
+    assert tok.decode(ids) == clean
+
+
+def test_lone_surrogates_become_replacement_character(tok):
+    ids = tok.encode_ordinary("a\ud800b")
+    assert tok.decode(ids) == "a\ufffdb"
+
+
+@settings(max_examples=60 if NOJIT else 300, deadline=None)
+@given(data=st.binary(max_size=200))
+def test_round_trip_arbitrary_bytes(tok, data):
+    ids = tok.encode_bytes(data)
+    assert tok.decode_bytes(ids) == data
+
+
+def test_decode_errors(tok):
+    with pytest.raises(fb.UnknownTokenError, match="position 1"):
+        tok.decode([1, tok.vocab_size])
+    with pytest.raises(fb.UnknownTokenError):
+        tok.decode([-1])
+    with pytest.raises(fb.UnknownTokenError):
+        tok.decode_bytes([3, -5])
+    with pytest.raises(fb.UnknownTokenError):
+        tok.stream_decoder().push(10**9)
+    assert tok.decode([]) == ""
+    assert tok.decode(np.array(tok.encode("hello"))) == "hello"
+
+
+def test_decode_replace_vs_strict(tok):
+    assert tok.decode([0xF0, 0x9F]) == "\ufffd"
+    with pytest.raises(UnicodeDecodeError):
+        tok.decode([0xF0, 0x9F], errors="strict")
+
+
+def test_stream_decoder_matches_decode(tok):
+    text = SAMPLE[1]
+    ids = tok.encode(text)
+    stream = tok.stream_decoder()
+    parts = [stream.push(i) for i in ids]
+    assert "".join(parts) + stream.flush() == text
+    assert all("\ufffd" not in p for p in parts)
+    # An emoji split over byte tokens comes out whole, once.
+    emoji_ids = [0xF0, 0x9F, 0x98, 0x80]
+    stream = tok.stream_decoder()
+    assert [stream.push(i) for i in emoji_ids] == ["", "", "", "😀"]
+
+
+def test_stream_decoder_flush_incomplete(tok):
+    stream = tok.stream_decoder()
+    assert stream.push(0xE6) == ""
+    assert stream.flush() == "\ufffd"
+
+
+def test_encode_batch_list_and_threads(tok):
+    docs = SAMPLE * 50 + [""]
+    expected = [tok.encode(d) for d in docs]
+    assert tok.encode_batch(docs) == expected
+    assert tok.encode_batch(docs, num_threads=1) == expected
+    assert tok.encode_batch([]) == []
+
+
+def test_encode_batch_disallowed_names_document(tok):
+    with pytest.raises(fb.DisallowedSpecialTokenError, match="document 1"):
+        tok.encode_batch(["fine", "bad <|pad|>"])
+
+
+def test_encode_batch_arrow(tok):
+    pa = pytest.importorskip("pyarrow")
+    docs = SAMPLE + [None, ""] + SAMPLE
+    arr = pa.array(docs, type=pa.string())
+    out = tok.encode_batch(arr)
+    assert isinstance(out, pa.ListArray)
+    assert out.to_pylist() == [None if d is None else tok.encode(d) for d in docs]
+    large = pa.array(docs, type=pa.large_string()).slice(2, 5)
+    assert tok.encode_batch(large).to_pylist() == [
+        None if d is None else tok.encode(d) for d in docs[2:7]]
+    chunked = pa.chunked_array([arr.slice(0, 3), arr.slice(3)])
+    assert tok.encode_batch(chunked).to_pylist() == out.to_pylist()
+    with pytest.raises(TypeError, match="string"):
+        tok.encode_batch(pa.array([1, 2]))
+
+
+def test_pickle_round_trip(tok):
+    tok.encode("warm the rank table")
+    clone = pickle.loads(pickle.dumps(tok))
+    assert clone == tok
+    assert clone.encode(SAMPLE[1]) == tok.encode(SAMPLE[1])
+
+
+def test_split_named_patterns_match_regex():
+    import regex
+
+    text = "I'm here, aren't you?  123456 ok\n\n  x"
+    for name, pattern in fb.NAMED_PATTERNS.items():
+        assert fb.split(text, name) == regex.findall(pattern, text)
+    assert fb.split(text, None) == [text]
+    assert fb.split("", "gpt2") == []
+    # A custom pattern that skips text keeps the gaps as pieces: encoding stays lossless.
+    assert fb.split("ab  cd", r"\w+") == ["ab", "  ", "cd"]
+    with pytest.raises(ValueError, match="invalid"):
+        fb.split("x", "(unclosed")
+
+
+def test_char_mode_unknown_character():
+    tok = fb.train({"low": 5, "lower": 2}, num_merges=3, base="chars", end_of_word="</w>")
+    with pytest.raises(fb.UnknownCharacterError) as info:
+        tok.encode("low lowz")
+    assert info.value.char == "z"
+    assert info.value.offset == 7
+    assert tok.decode(tok.encode("low lower")) == "low lower"
+
+
+def test_char_mode_marker_in_text_rejected():
+    with pytest.raises(fb.TrainingError, match="end_of_word"):
+        fb.train({"a_b": 3}, num_merges=2, base="chars", end_of_word="_")
+
+
+def test_training_option_errors():
+    with pytest.raises(ValueError, match="tie_break"):
+        fb.train(["x"], vocab_size=300, tie_break="nope")
+    with pytest.raises(fb.TrainingError, match="smaller than the 256"):
+        fb.train(["x"], vocab_size=100)
+    with pytest.raises(TypeError, match="iterable of documents"):
+        fb.train("just one string", vocab_size=300)
+    with pytest.raises(ValueError, match="end_of_word"):
+        fb.train(["x"], vocab_size=300, end_of_word="_")
+
+
+def test_train_from_arrow_array():
+    pa = pytest.importorskip("pyarrow")
+    arr = pa.array(SAMPLE + [None], type=pa.large_string())
+    assert fb.train(arr, vocab_size=300) == fb.train(SAMPLE, vocab_size=300)
+
+
+def test_train_stops_when_no_pairs_left():
+    tok = fb.train(["ab"], vocab_size=1000)
+    assert tok.merges.tolist() == [[97, 98]]
+    tok = fb.train([""], vocab_size=1000)
+    assert len(tok.merges) == 0
+    assert tok.encode("anything") == list(b"anything")
