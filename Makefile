@@ -28,7 +28,7 @@ test-nojit: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
-	cd benchmarks && ../$(VENV)/bin/asv run --python=same --quick --show-stderr --set-commit-hash=$$(git rev-parse HEAD)
+	cd benchmarks && ../$(VENV)/bin/asv machine --yes >/dev/null && ../$(VENV)/bin/asv run --python=same --quick --show-stderr --set-commit-hash=$$(git rev-parse HEAD)
 
 clean:
 	rm -rf $(VENV) .asv .pytest_cache .hypothesis build *.egg-info
