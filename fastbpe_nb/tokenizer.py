@@ -157,13 +157,25 @@ class Tokenizer:
         Char mode only: the marker appended to every word (one of the alphabet's symbols).
     tie_break : str or None
         The tie rule the merges were trained with (metadata; encoding does not use it).
+    byte_order : sequence of 256 ints, optional
+        Byte mode: the byte value of each base id 0..255 (tiktoken files may number the
+        single bytes in another order). Default: id = byte value.
+    merge_mode : {"pairs", "ranks"}
+        ``pairs`` (ours, Hugging Face's): merge the adjacent pair with the lowest *merge*
+        rank. ``ranks`` (tiktoken's): a piece that is a token is that token; otherwise
+        merge the adjacent pair whose *concatenation* is the lowest-ranked token. They
+        agree on trained vocabularies and differ on some hand-made ones.
     """
 
     def __init__(self, merges=(), pattern="gpt2", special_tokens=(), *, base="bytes",
                  alphabet=None, end_of_word=None, tie_break=None, merge_counts=None,
-                 _source=None):
+                 byte_order=None, merge_mode="pairs", _source=None):
         if base not in ("bytes", "chars"):
             raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
+        if merge_mode not in ("pairs", "ranks"):
+            raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {merge_mode!r}")
+        if merge_mode == "ranks" and base != "bytes":
+            raise ValueError("merge_mode='ranks' (tiktoken's rule) needs base='bytes'")
         merges = np.asarray(merges if len(merges) else np.zeros((0, 2)), dtype=np.int64)
         if merges.ndim != 2 or merges.shape[1] != 2:
             raise ValueError(f"merges must have shape (n, 2), got {merges.shape}")
@@ -172,7 +184,15 @@ class Tokenizer:
                 raise ValueError("alphabet is only for base='chars'")
             if end_of_word is not None:
                 raise ValueError("end_of_word is only for base='chars'")
-            base_bytes = [bytes([b]) for b in range(256)]
+            if byte_order is None:
+                self.byte_order = None
+            else:
+                order = [int(b) for b in byte_order]
+                if sorted(order) != list(range(256)):
+                    raise ModelFormatError("byte_order must list each byte value 0..255 once",
+                                           _source, "byte_order")
+                self.byte_order = None if order == list(range(256)) else order
+            base_bytes = [bytes([b]) for b in (self.byte_order or range(256))]
             self.alphabet = None
         else:
             alphabet = list(alphabet or ())
@@ -184,12 +204,16 @@ class Tokenizer:
             if end_of_word is not None and end_of_word not in alphabet:
                 raise ModelFormatError(f"end_of_word {end_of_word!r} is not in the alphabet",
                                        _source, "end_of_word")
+            if byte_order is not None:
+                raise ValueError("byte_order is only for base='bytes'")
+            self.byte_order = None
             base_bytes = [s.encode("utf-8") for s in alphabet]
             self.alphabet = alphabet
         if pattern == "default":
             pattern = "gpt2" if base == "bytes" else pretokenize.WHITESPACE_WORDS_PATTERN
         pretokenize.compiled_pattern(pattern)  # raises on an invalid regex
         self.base = base
+        self.merge_mode = merge_mode
         self.pattern = pattern
         self.end_of_word = end_of_word
         self.tie_break = tie_break
@@ -204,6 +228,7 @@ class Tokenizer:
         self.special_tokens = _check_special_tokens(special_tokens, len(token_bytes))
         self._rank_keys = None
         self._rank_vals = None
+        self._whole = None
         self._build_tables()
 
     # ------------------------------------------------------------------ tables
@@ -221,25 +246,60 @@ class Tokenizer:
         self._char_ids = (
             {s: i for i, s in enumerate(self.alphabet)} if self.base == "chars" else None
         )
-        self._sym_map = (
-            np.arange(256, dtype=np.int32) if self.base == "bytes"
-            else np.arange(max(1, self.n_base), dtype=np.int32)
-        )
+        if self.base == "chars":
+            self._sym_map = np.arange(max(1, self.n_base), dtype=np.int32)
+        else:
+            # Base id of each byte value: the identity unless byte_order permutes the bytes.
+            self._sym_map = np.arange(256, dtype=np.int32)
+            if self.byte_order is not None:
+                self._sym_map[np.asarray(self.byte_order)] = np.arange(256, dtype=np.int32)
         self._all_specials = pretokenize.SpecialTokenMatcher(self.special_tokens)
         self._matchers = {}
 
     def _rank_table(self):
+        """The encoder's pair -> (rank, new id) table.
+
+        ``pairs`` mode: the merge list itself. ``ranks`` mode (tiktoken's rule): every split
+        of every token into two tokens, ranked by the token it makes, so that merging the
+        lowest-ranked pair is merging into the lowest-ranked concatenation.
+        """
         if self._rank_keys is None:
             from .kernels.hashing import build_rank_table
 
+            if self.merge_mode == "pairs":
+                merges, merge_ids = self.merges, self.merge_ids
+            else:
+                merges, merge_ids = self._split_pairs()
             self._rank_keys, self._rank_vals = build_rank_table(
-                np.ascontiguousarray(self.merges, dtype=np.int32), self.merge_ids
+                np.ascontiguousarray(merges, dtype=np.int32), np.ascontiguousarray(merge_ids, np.int32)
             )
         return self._rank_keys, self._rank_vals
 
+    def _split_pairs(self):
+        """``ranks`` mode: (left, right) -> token for every two-token split, in token order.
+
+        The position in this list is the rank the kernel sees; it grows with the token id,
+        so the lowest rank is the lowest-ranked concatenation (tiktoken's rule).
+        """
+        id_of = {b: i for i, b in enumerate(self._token_bytes)}
+        lefts, rights, results = [], [], []
+        for tid in range(self.n_base, len(self._token_bytes)):
+            data = self._token_bytes[tid]
+            for k in range(1, len(data)):
+                a = id_of.get(data[:k])
+                if a is None:
+                    continue
+                b = id_of.get(data[k:])
+                if b is not None:
+                    lefts.append(a)
+                    rights.append(b)
+                    results.append(tid)
+        merges = np.stack([np.asarray(lefts, np.int32), np.asarray(rights, np.int32)], axis=1)
+        return merges.reshape(-1, 2), np.asarray(results, dtype=np.int32)
+
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_rank_keys"] = state["_rank_vals"] = None  # rebuilt on demand
+        state["_rank_keys"] = state["_rank_vals"] = state["_whole"] = None  # rebuilt on demand
         state["_matchers"] = {}
         return state
 
@@ -253,6 +313,7 @@ class Tokenizer:
             self.base == other.base and self.pattern == other.pattern
             and self.alphabet == other.alphabet and self.end_of_word == other.end_of_word
             and self.special_tokens == other.special_tokens
+            and self.byte_order == other.byte_order and self.merge_mode == other.merge_mode
             and np.array_equal(self.merges, other.merges)
         )
 
@@ -384,35 +445,61 @@ class Tokenizer:
             out[-1] = self._marker_id
         return out
 
-    def _run(self, layout, n_threads=1):
+    def _run(self, layout, n_threads=1, dropout=0.0, seed=0):
         from .kernels.encode import encode_batch
 
         data, offsets, special, doc_pieces = layout
         keys, vals = self._rank_table()
+        whole_keys, tok_off, tok_data = self._whole_table()
         n_docs = len(doc_pieces) - 1
-        n_blocks = 1 if n_threads <= 1 else min(n_docs, 8 * n_threads)
+        n_blocks = 1 if n_threads <= 1 else max(1, min(n_docs, 8 * n_threads))
+        args = (data, self._sym_map, offsets, special, doc_pieces, keys, vals, whole_keys,
+                tok_off, tok_data, float(dropout), int(seed), LONG_PIECE, CACHE_BITS, n_blocks)
         if n_threads > 1:
             import numba
 
             previous = numba.get_num_threads()
             numba.set_num_threads(min(n_threads, numba.config.NUMBA_NUM_THREADS))
             try:
-                return encode_batch(data, self._sym_map, offsets, special, doc_pieces, keys,
-                                    vals, LONG_PIECE, CACHE_BITS, max(1, n_blocks))
+                return encode_batch(*args)
             finally:
                 numba.set_num_threads(previous)
-        return encode_batch(data, self._sym_map, offsets, special, doc_pieces, keys, vals,
-                            LONG_PIECE, CACHE_BITS, 1)
+        return encode_batch(*args)
 
-    def encode(self, text: str, allowed_special=(), disallowed_special="all") -> list[int]:
+    def _whole_table(self):
+        """Whole-piece lookup arrays: only for ``merge_mode="ranks"`` (empty otherwise)."""
+        if self._whole is None:
+            if self.merge_mode == "ranks":
+                from .kernels.encode import build_whole_table
+
+                lengths = np.fromiter(map(len, self._token_bytes), np.int64, len(self._token_bytes))
+                tok_off = np.zeros(len(lengths) + 1, dtype=np.int64)
+                np.cumsum(lengths, out=tok_off[1:])
+                tok_data = np.frombuffer(b"".join(self._token_bytes), dtype=np.uint8).copy()
+                self._whole = (build_whole_table(tok_off, tok_data, len(lengths)), tok_off, tok_data)
+            else:
+                empty8 = np.zeros(1, dtype=np.uint8)
+                self._whole = (np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), empty8)
+        return self._whole
+
+    def encode(self, text: str, allowed_special=(), disallowed_special="all", *,
+               dropout: float = 0.0, seed: int = 0) -> list[int]:
         """Encode ``text`` to token ids (tiktoken's special-token semantics).
 
         By default a registered special token in ``text`` raises
         DisallowedSpecialTokenError; list it in ``allowed_special`` (or pass ``"all"``) to
         get its id, or pass ``disallowed_special=()`` to encode it as plain text.
+
+        ``dropout=p`` (BPE-dropout, for training-time regularisation) skips each applicable
+        merge with probability p, deterministically for a given ``seed``; ``p=0`` is exactly
+        ordinary encoding, and every result still decodes to the input.
         """
+        if not (isinstance(dropout, (int, float)) and 0.0 <= dropout <= 1.0):
+            raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
+            raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        ids, _ = self._run(self._layout([text], allowed, disallowed))
+        ids, _ = self._run(self._layout([text], allowed, disallowed), dropout=dropout, seed=seed)
         return ids.tolist()
 
     def encode_ordinary(self, text: str) -> list[int]:

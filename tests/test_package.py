@@ -8,6 +8,10 @@ import pytest
 
 import fastbpe_nb as fb
 
+from conftest import NOJIT
+
+needs_jit = pytest.mark.skipif(NOJIT, reason="NUMBA_DISABLE_JIT=1: kernels are plain functions")
+
 
 def run_python(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -15,6 +19,7 @@ def run_python(code: str) -> str:
     return out.stdout
 
 
+@needs_jit
 def test_import_compiles_nothing_and_skips_pyarrow():
     out = run_python(
         "import sys, fastbpe_nb\n"
@@ -31,6 +36,7 @@ def test_import_compiles_nothing_and_skips_pyarrow():
     assert n_compiled == 0
 
 
+@needs_jit
 def test_kernels_use_cache_and_nogil():
     import fastbpe_nb.kernels.encode as e
     import fastbpe_nb.kernels.hashing as h

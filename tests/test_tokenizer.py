@@ -217,3 +217,45 @@ def test_train_stops_when_no_pairs_left():
     tok = fb.train([""], vocab_size=1000)
     assert len(tok.merges) == 0
     assert tok.encode("anything") == list(b"anything")
+
+
+def test_dropout(tok):
+    text = " ".join(SAMPLE) * 3
+    plain = tok.encode(text)
+    assert tok.encode(text, dropout=0.0, seed=5) == plain
+    noisy = tok.encode(text, dropout=0.3, seed=1)
+    assert noisy == tok.encode(text, dropout=0.3, seed=1)  # same seed, same ids
+    assert noisy != plain and len(noisy) > len(plain)
+    assert tok.decode(noisy) == text
+    assert tok.encode(text, dropout=0.3, seed=2) != noisy
+    # p = 1 skips every merge: the bytes themselves.
+    assert tok.encode(text, dropout=1.0) == list(text.encode("utf-8"))
+    with pytest.raises(ValueError, match="dropout"):
+        tok.encode("x", dropout=1.5)
+    with pytest.raises(ValueError, match="seed"):
+        tok.encode("x", dropout=0.1, seed=-1)
+
+
+def test_merge_modes_differ_on_unreachable_merge():
+    # Merges bc (rank 0), ab (1), ab+c (2). Pair-keyed (ours, HF): "abc" -> b+c first, then
+    # (a, bc) has no merge -> [a, bc]. Rank-keyed (tiktoken): the piece "abc" is a token.
+    a, b, c = 97, 98, 99
+    merges = [(b, c), (a, b), (257, c)]
+    pairs = fb.Tokenizer(merges, pattern=None)
+    ranks = fb.Tokenizer(merges, pattern=None, merge_mode="ranks")
+    assert pairs.encode("abc") == [a, 256]
+    assert ranks.encode("abc") == [258]
+    assert ranks.encode("xabcx") == [120, 258, 120]  # one piece: "abc" inside is merged by rank
+    assert pairs.decode(pairs.encode("abcabc")) == ranks.decode(ranks.encode("abcabc")) == "abcabc"
+
+
+def test_byte_order_permutation(tmp_path):
+    order = list(range(255, -1, -1))  # id i is byte 255 - i
+    tok = fb.Tokenizer([(255 - 97, 255 - 98)], pattern=None, byte_order=order)
+    assert tok.vocab[0] == b"\xff" and tok.vocab[256] == b"ab"
+    assert tok.encode("abc") == [256, 255 - 99]
+    assert tok.decode(tok.encode("héllo")) == "héllo"
+    tok.save(tmp_path / "p.json")
+    assert fb.load(tmp_path / "p.json") == tok
+    with pytest.raises(fb.ModelFormatError, match="byte_order"):
+        fb.Tokenizer([], byte_order=[0] * 256)

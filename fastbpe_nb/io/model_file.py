@@ -11,6 +11,8 @@
       "alphabet": null,                # char mode: base symbols by id, code-point order
       "tie_break": "ids",              # how the merges were trained (metadata)
       "normalization": null,
+      "byte_order": null,              # byte mode: byte value of ids 0..255 (null: identity)
+      "merge_mode": "pairs",           # "pairs" (merge rank) or "ranks" (tiktoken's rule)
       "special_tokens": [["<|endoftext|>", 50256]],
       "merges": [
         [97, 97],
@@ -37,7 +39,7 @@ from .atomic import atomic_write
 FORMAT_NAME = "fastbpe_nb"
 FORMAT_VERSION = 1
 _KEYS = ("format", "version", "base", "pattern", "end_of_word", "alphabet", "tie_break",
-         "normalization", "special_tokens", "merges")
+         "normalization", "byte_order", "merge_mode", "special_tokens", "merges")
 _TIE_RULES = ("ids", "hf", "first", "bytes")
 
 
@@ -58,6 +60,8 @@ def model_to_json(tok) -> str:
         "alphabet": tok.alphabet,
         "tie_break": tok.tie_break,
         "normalization": None,
+        "byte_order": tok.byte_order,
+        "merge_mode": tok.merge_mode,
     }
     for key, value in header.items():
         lines.append(f"  {_dump(key)}: {_dump(value)},")
@@ -143,6 +147,15 @@ def parse_model(text_bytes: bytes, source=None):
     if doc.get("normalization") is not None:
         raise ModelFormatError(f"normalization {doc['normalization']!r} is not supported",
                                source, "normalization")
+    merge_mode = doc.get("merge_mode", "pairs")
+    if merge_mode not in ("pairs", "ranks"):
+        raise ModelFormatError(f"unknown merge_mode {merge_mode!r}", source, "merge_mode")
+    byte_order = doc.get("byte_order")
+    if byte_order is not None:
+        if base != "bytes" or not isinstance(byte_order, list) or len(byte_order) != 256 or any(
+                not _is_int(b) for b in byte_order) or sorted(byte_order) != list(range(256)):
+            raise ModelFormatError("byte_order must be null or list each byte value 0..255 once"
+                                   " (byte mode only)", source, "byte_order")
     end_of_word = doc.get("end_of_word")
     alphabet = doc.get("alphabet")
     if base == "bytes":
@@ -200,7 +213,8 @@ def parse_model(text_bytes: bytes, source=None):
     try:
         tok = Tokenizer(merges_arr, pattern=pattern, special_tokens={}, base=base,
                         alphabet=alphabet if base == "chars" else None,
-                        end_of_word=end_of_word, tie_break=tie_break, _source=source)
+                        end_of_word=end_of_word, tie_break=tie_break, byte_order=byte_order,
+                        merge_mode=merge_mode, _source=source)
     except ModelFormatError:
         raise
     except ValueError as exc:

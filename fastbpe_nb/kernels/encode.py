@@ -97,15 +97,33 @@ def _heap_pop(heap, n):
 
 
 @njit(cache=True, nogil=True)
-def _merge_long(buf, n, keys, vals):
-    """Merge ``buf[:n]`` in place with a linked list and a min-heap; returns the new length."""
+def _xorshift32(state):
+    """Next state of a 32-bit xorshift generator (all arithmetic stays below 2**63)."""
+    x = state
+    x ^= (x << 13) & 0xFFFFFFFF
+    x ^= x >> 17
+    x ^= (x << 5) & 0xFFFFFFFF
+    return x
+
+
+@njit(cache=True, nogil=True)
+def _merge_long(buf, n, keys, vals, dropout, rng):
+    """Merge ``buf[:n]`` in place with a linked list and a min-heap; returns the new length.
+
+    With ``dropout > 0`` (BPE-dropout), each applicable merge is skipped with probability
+    ``dropout``; skipped merges become applicable again after the next merge that happens
+    (Hugging Face's rule). ``rng`` is int64[1], the generator state (nonzero), updated.
+    """
     nxt = np.empty(n, dtype=np.int64)
     prv = np.empty(n, dtype=np.int64)
     for i in range(n):
         nxt[i] = i + 1
         prv[i] = i - 1
-    # Each merge pushes at most two entries: n - 1 initial + 2 (n - 1) later.
+    # Each merge pushes at most two entries: n - 1 initial + 2 (n - 1) later; skipped
+    # entries are parked in ``skipped`` and pushed back, so the bound still holds.
     heap = np.empty(3 * n, dtype=np.int64)
+    skipped = np.empty(3 * n if dropout > 0.0 else 0, dtype=np.int64)
+    n_skipped = 0
     hn = 0
     for i in range(n - 1):
         v = _lookup(keys, vals, buf[i], buf[i + 1])
@@ -123,6 +141,15 @@ def _merge_long(buf, n, keys, vals):
         v = _lookup(keys, vals, buf[i], buf[j])
         if v < 0 or (v >> 32) != rank:
             continue  # stale: the pair at i changed since this entry was pushed
+        if dropout > 0.0:
+            rng[0] = _xorshift32(rng[0])
+            if rng[0] < dropout * 4294967296.0:
+                skipped[n_skipped] = item
+                n_skipped += 1
+                continue
+            for k in range(n_skipped):
+                hn = _heap_push(heap, hn, skipped[k])
+            n_skipped = 0
         buf[i] = v & LOW32
         buf[j] = -1
         nxt[i] = nxt[j]
@@ -154,9 +181,65 @@ def _piece_hash(data, s, e):
 
 
 @njit(cache=True, nogil=True)
+def _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data):
+    """Id of the token whose bytes equal ``data[s:e]`` (hash ``h``), or -1."""
+    mask = whole_keys.shape[0] - 1
+    i = (h ^ (h >> 17)) & mask
+    n = e - s
+    while True:
+        t = whole_keys[i]
+        if t == EMPTY:
+            return -1
+        if tok_off[t + 1] - tok_off[t] == n:
+            ts = tok_off[t]
+            same = True
+            for k in range(n):
+                if tok_data[ts + k] != data[s + k]:
+                    same = False
+                    break
+            if same:
+                return t
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def build_whole_table(tok_off, tok_data, n_tokens):
+    """Bytes -> id table of tokens ``0 .. n_tokens-1`` for whole-piece lookup.
+
+    Parameters
+    ----------
+    tok_off : int64[n_tokens + 1]
+        Offsets of each token's bytes in ``tok_data``.
+    tok_data : uint8[m]
+        The tokens' bytes, concatenated.
+
+    Returns
+    -------
+    whole_keys : int64[cap]
+        Token ids in open-addressing slots (hash of the bytes), ``EMPTY`` elsewhere.
+    """
+    cap = 16
+    while cap < 2 * n_tokens:
+        cap *= 2
+    keys = np.full(cap, EMPTY, dtype=np.int64)
+    mask = cap - 1
+    for t in range(n_tokens):
+        h = _piece_hash(tok_data, tok_off[t], tok_off[t + 1])
+        i = (h ^ (h >> 17)) & mask
+        while keys[i] != EMPTY:
+            i = (i + 1) & mask
+        keys[i] = t
+    return keys
+
+
+@njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  long_piece, cache_bits, d0, d1, out, doc_counts):
+                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits, d0, d1,
+                  out, doc_counts):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
+    use_whole = whole_keys.shape[0] > 0
+    use_cache = dropout <= 0.0
+    rng = np.ones(1, dtype=np.int64)
     max_short = long_piece + 1
     buf = np.empty(max_short, dtype=np.int32)
     rk = np.empty(max_short, dtype=np.int64)
@@ -172,6 +255,10 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
         p1 = doc_piece_offsets[d + 1]
         o = piece_offsets[p0]
         o_start = o
+        # Dropout draws depend only on (seed, document), never on threads or blocks.
+        rng[0] = ((seed * 2654435761 + d * 40503 + 1) & 0xFFFFFFFF) | 1
+        for _ in range(4):
+            rng[0] = _xorshift32(rng[0])
         for p in range(p0, p1):
             s = piece_offsets[p]
             e = piece_offsets[p + 1]
@@ -185,8 +272,14 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 o += 1
                 continue
             h = _piece_hash(data, s, e)
+            if use_whole:
+                t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
+                if t >= 0:
+                    out[o] = t
+                    o += 1
+                    continue
             slot = (h ^ (h >> 17)) & cmask
-            if c_hash[slot] == h and c_len[slot] == n:
+            if use_cache and c_hash[slot] == h and c_len[slot] == n:
                 cs = c_in[slot]
                 same = True
                 for k in range(n):
@@ -199,7 +292,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                         out[o + k] = out[co + k]
                     o += c_nout[slot]
                     continue
-            if n <= long_piece:
+            if n <= long_piece and not dropout > 0.0:
                 for k in range(n):
                     buf[k] = sym_map[data[s + k]]
                 m = _merge_short(buf, n, rk, keys, vals)
@@ -209,7 +302,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 big = np.empty(n, dtype=np.int32)
                 for k in range(n):
                     big[k] = sym_map[data[s + k]]
-                m = _merge_long(big, n, keys, vals)
+                m = _merge_long(big, n, keys, vals, dropout, rng)
                 for k in range(m):
                     out[o + k] = big[k]
             c_hash[slot] = h
@@ -223,7 +316,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                 long_piece, cache_bits, n_blocks):
+                 whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits, n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -241,6 +334,17 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         Index of each document's first piece.
     keys, vals : int64[cap]
         The merge-rank table from ``hashing.build_rank_table``.
+    whole_keys : int64[cap2] or int64[0]
+        Byte mode with tiktoken's rule: a piece whose bytes are a token becomes that token
+        before any merging (``build_whole_table``). Empty: no whole-piece lookup.
+    tok_off : int64[n_tokens + 1]
+        Offsets of the tokens' bytes (used with ``whole_keys``).
+    tok_data : uint8[m]
+        The tokens' bytes (used with ``whole_keys``).
+    dropout : float
+        BPE-dropout probability (0.0: ordinary encoding; > 0 disables the piece cache).
+    seed : int
+        Dropout seed (non-negative, < 2**31); each document draws from (seed, its index).
     long_piece : int
         Pieces longer than this many units use the heap algorithm.
     cache_bits : int
@@ -263,7 +367,8 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
-                      vals, long_piece, cache_bits, d0, d1, out, doc_counts)
+                      vals, whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits,
+                      d0, d1, out, doc_counts)
     doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     for d in range(n_docs):
         doc_offsets[d + 1] = doc_offsets[d] + doc_counts[d]
