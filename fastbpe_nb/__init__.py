@@ -21,7 +21,7 @@ from .errors import (
 from .io.model_file import load
 from .pretokenize import NAMED_PATTERNS, split
 from .tokenizer import StreamDecoder, Tokenizer
-from .trainer import train
+from .trainer import MemoryBudgetError, count_to_file, train, train_files
 
 __version__ = "0.1.0"
 
@@ -36,7 +36,10 @@ __all__ = [
     "TrainingError",
     "UnknownCharacterError",
     "UnknownTokenError",
+    "MemoryBudgetError",
+    "count_to_file",
     "load",
     "split",
     "train",
+    "train_files",
 ]

@@ -91,20 +91,86 @@ def _read_texts(paths):
             raise FastBPEError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+def _memory(text):
+    if text is None:
+        return None
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    t = text.strip().lower().rstrip("b").rstrip("i")
+    try:
+        if t and t[-1] in units:
+            return int(float(t[:-1]) * units[t[-1]])
+        return int(t)
+    except ValueError:
+        raise FastBPEError(f"--max-memory: cannot read {text!r} (use e.g. 2G, 512M)") from None
+
+
+def _progress(args) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
 def cmd_train(args) -> int:
     import fastbpe_nb as fb
 
-    tok, report = fb.train(
-        _read_texts(args.files), vocab_size=args.vocab_size, pattern=args.pattern,
-        special_tokens=args.special or (), tie_break=args.tie_break, base=args.base,
-        end_of_word=args.end_of_word, min_frequency=args.min_frequency,
-        max_token_length=args.max_token_length, progress=not args.quiet and sys.stderr.isatty(),
-        return_report=True,
-    )
+    options = dict(vocab_size=args.vocab_size, special_tokens=args.special or (),
+                   tie_break=args.tie_break, min_frequency=args.min_frequency,
+                   max_token_length=args.max_token_length, progress=_progress(args),
+                   num_threads=args.threads)
+    if args.pattern != "default":
+        options["pattern"] = None if args.pattern == "none" else args.pattern
+    sources = list(args.files) + ([args.from_counts] if args.from_counts else [])
+    if args.from_counts and args.files:
+        raise FastBPEError("give either corpus files or --from-counts, not both")
+    if args.base == "chars":
+        tok, report = fb.train(_read_texts(fb_paths(sources)), base="chars",
+                               end_of_word=args.end_of_word, return_report=True, **options)
+    else:
+        tok, report = fb.train_files(sources, column=args.column, on_bad_input=args.on_bad_input,
+                                     max_memory=_memory(args.max_memory), return_report=True,
+                                     **options)
     tok.save(args.output)
+    if args.trace:
+        print(format_trace(tok))
     if not args.quiet:
         print(json.dumps(report, indent=2))
         print(f"wrote {args.output}: {len(tok.merges)} merges, vocab_size {tok.vocab_size}")
+    return 0
+
+
+def fb_paths(paths):
+    from .io.corpus import expand_paths
+
+    return expand_paths(paths)
+
+
+def format_trace(tok, limit=None) -> str:
+    """One line per merge: rank, left + right -> new piece, count, vocabulary size so far."""
+    lines = []
+    n_ids = tok.n_base
+    seen = set()
+    counts = tok.merge_counts
+    for rank in range(len(tok.merges) if limit is None else min(limit, len(tok.merges))):
+        a, b = (int(x) for x in tok.merges[rank])
+        new = int(tok.merge_ids[rank])
+        if new not in seen and new >= tok.n_base:
+            seen.add(new)
+            n_ids += 1
+        count = f"{int(counts[rank]):>12,}" if counts is not None else ""
+        lines.append(f"{rank:6d}  {_visible(tok.vocab[a]):>12} + {_visible(tok.vocab[b]):<12} -> "
+                     f"{_visible(tok.vocab[new]):<20} {count}  vocab {n_ids}")
+    return "\n".join(lines)
+
+
+def cmd_count(args) -> int:
+    import fastbpe_nb as fb
+
+    pattern = None if args.pattern == "none" else args.pattern
+    report = fb.count_to_file(args.files, args.output, column=args.column, pattern=pattern,
+                              special_tokens=args.special or (), on_bad_input=args.on_bad_input,
+                              progress=_progress(args), max_memory=_memory(args.max_memory),
+                              num_threads=args.threads)
+    if not args.quiet:
+        print(json.dumps(report, indent=2))
+        print(f"wrote {args.output}: {report['unique_words']:,} unique words")
     return 0
 
 
@@ -152,19 +218,36 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", help="also save the model here")
     d.set_defaults(func=cmd_demo)
 
-    t = sub.add_parser("train", help="train a tokenizer on text files")
-    t.add_argument("files", nargs="+")
+    def corpus_options(cmd):
+        cmd.add_argument("--column", default="text", help="text column of Parquet/Arrow files")
+        cmd.add_argument("--special", action="append", help="a special token (repeatable)")
+        cmd.add_argument("--on-bad-input", default="error", choices=["error", "skip"],
+                         help="an unreadable file: stop with an error, or skip it and report it")
+        cmd.add_argument("--max-memory", help="stop with a clear error above this RSS (e.g. 2G)")
+        cmd.add_argument("--threads", type=int, help="threads for counting (default: all cores)")
+        cmd.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no report")
+
+    t = sub.add_parser("train", help="train a tokenizer on corpus files (text, Parquet, Arrow)")
+    t.add_argument("files", nargs="*", help="files, globs or folders")
     t.add_argument("-o", "--output", required=True)
+    t.add_argument("--from-counts", help="train from a counts file written by `fastbpe count`")
     t.add_argument("--vocab-size", type=int, default=32768)
-    t.add_argument("--pattern", default="default")
-    t.add_argument("--special", action="append", help="a special token (repeatable)")
+    t.add_argument("--pattern", default="default", help="gpt2, cl100k, o200k, a regex, or none")
     t.add_argument("--tie-break", default="ids", choices=["ids", "hf", "first", "bytes"])
     t.add_argument("--base", default="bytes", choices=["bytes", "chars"])
     t.add_argument("--end-of-word")
     t.add_argument("--min-frequency", type=int, default=0)
     t.add_argument("--max-token-length", type=int)
-    t.add_argument("-q", "--quiet", action="store_true")
+    t.add_argument("--trace", action="store_true", help="print every merge learned")
+    corpus_options(t)
     t.set_defaults(func=cmd_train)
+
+    c = sub.add_parser("count", help="count the pre-tokens of a corpus into an Arrow counts file")
+    c.add_argument("files", nargs="+", help="files, globs or folders")
+    c.add_argument("-o", "--output", required=True)
+    c.add_argument("--pattern", default="gpt2", help="gpt2, cl100k, o200k, a regex, or none")
+    corpus_options(c)
+    c.set_defaults(func=cmd_count)
 
     e = sub.add_parser("encode", help="encode text (argument or stdin) to ids")
     e.add_argument("--model", required=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,6 +37,34 @@ def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collection
         for segment, is_special in pretokenize.split_special(text, matcher):
             if not is_special:
                 counter.update(pretokenize.split(segment, pattern, keep_gaps))
+    return counter
+
+
+def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_bytes=16 << 20):
+    """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches."""
+    from .counting import WordCounter
+
+    counter = WordCounter(pattern, special_tokens, num_threads)
+    if isinstance(texts, str):
+        raise TypeError("texts must be an iterable of documents (a list of str), not one str")
+    module = type(texts).__module__ or ""
+    if module.startswith("pyarrow"):
+        from .io.arrow_text import string_chunks, text_buffers
+
+        for chunk in string_chunks(texts):
+            for start in range(0, len(chunk), 65536):
+                data, offsets, _ = text_buffers(chunk.slice(start, 65536))
+                counter.add_batch(data, offsets)
+        return counter
+    batch, size = [], 0
+    for text in texts:
+        batch.append(text)
+        size += len(text) if isinstance(text, str) else 0
+        if size >= batch_bytes:
+            counter.add_texts(batch)
+            batch, size = [], 0
+    if batch:
+        counter.add_texts(batch)
     return counter
 
 
@@ -156,10 +185,103 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     return result["value"]
 
 
-def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_break="ids",
-          base="bytes", end_of_word=None, num_merges=None, min_frequency=0,
-          max_token_length=None, normalization=None, progress=False, num_threads=None,
-          return_report=False):
+@dataclass
+class TrainOptions:
+    """Validated training options (shared by ``train``, ``train_files`` and counts files)."""
+
+    vocab_size: int | None
+    pattern: str | None
+    special_tokens: list
+    tie_break: str
+    base: str
+    end_of_word: str | None
+    num_merges: int | None
+    min_frequency: int
+    max_token_length: int | None
+    progress: bool
+    num_threads: int | None
+
+    @classmethod
+    def make(cls, vocab_size=None, *, pattern="default", special_tokens=(), tie_break="ids",
+             base="bytes", end_of_word=None, num_merges=None, min_frequency=0,
+             max_token_length=None, normalization=None, progress=False, num_threads=None):
+        if tie_break not in TIE_RULES:
+            raise ValueError(f"tie_break must be one of {TIE_RULES}, not {tie_break!r}")
+        if base not in ("bytes", "chars"):
+            raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
+        if normalization is not None:
+            raise NotImplementedError("normalization is not implemented yet; use normalization=None")
+        if vocab_size is None and num_merges is None:
+            vocab_size = DEFAULT_VOCAB_SIZE
+        for name, value in (("vocab_size", vocab_size), ("num_merges", num_merges),
+                            ("max_token_length", max_token_length), ("min_frequency", min_frequency)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        if base == "bytes" and end_of_word is not None:
+            raise ValueError("end_of_word is for base='chars' (byte mode needs no marker)")
+        if pattern == "default":
+            pattern = "gpt2" if base == "bytes" else pretokenize.WHITESPACE_WORDS_PATTERN
+        pretokenize.compiled_pattern(pattern)
+        special_tokens = list(dict.fromkeys(special_tokens))
+        return cls(vocab_size, pattern, special_tokens, tie_break, base, end_of_word,
+                   num_merges, min_frequency, max_token_length, progress, num_threads)
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (Linux: ru_maxrss is in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, report=None):
+    """Learn merges from a word table and build the Tokenizer (and fill ``report``)."""
+    t0 = time.perf_counter()
+    if opts.base == "bytes":
+        base_bytes = [bytes([b]) for b in range(256)]
+        ranks = hf_byte_ranks() if opts.tie_break == "hf" else list(range(256))
+    else:
+        base_bytes = [s.encode("utf-8") for s in alphabet]
+        ranks = list(range(len(alphabet)))
+    n_base = len(base_bytes)
+    max_ids = _UNLIMITED
+    if opts.vocab_size is not None:
+        max_ids = opts.vocab_size - len(opts.special_tokens)
+        if max_ids < n_base:
+            raise TrainingError(
+                f"vocab_size={opts.vocab_size} is smaller than the {n_base} base symbols"
+                + (f" plus {len(opts.special_tokens)} special tokens" if opts.special_tokens else "")
+            )
+    from .kernels.merge import TIE_BYTES, TIE_FIRST, TIE_RANKS
+
+    tie_mode = {"ids": TIE_RANKS, "hf": TIE_RANKS, "first": TIE_FIRST, "bytes": TIE_BYTES}[opts.tie_break]
+    merges, merge_ids, merge_counts = run_merge_kernel(
+        np.ascontiguousarray(symbols, dtype=np.int32), np.ascontiguousarray(offsets, np.int64),
+        np.ascontiguousarray(counts, np.int64), base_bytes, np.asarray(ranks, dtype=np.int64),
+        tie_mode, _UNLIMITED if opts.num_merges is None else opts.num_merges, max_ids,
+        max(1, int(opts.min_frequency)),
+        _UNLIMITED if opts.max_token_length is None else opts.max_token_length, opts.progress,
+    )
+    tok = Tokenizer(merges, pattern=opts.pattern, special_tokens=opts.special_tokens,
+                    base=opts.base, alphabet=alphabet, end_of_word=opts.end_of_word,
+                    tie_break=opts.tie_break, merge_counts=merge_counts)
+    if not np.array_equal(tok.merge_ids, merge_ids):  # the kernel and the model must agree
+        raise AssertionError("internal error: kernel merge ids differ from the derived vocabulary")
+    if report is not None:
+        report.update({
+            "unique_words": int(len(counts)),
+            "pre_tokens": int(np.sum(counts)),
+            "merges": int(len(merges)),
+            "vocab_size": tok.vocab_size,
+            "seconds_merging": time.perf_counter() - t0,
+            "peak_rss_bytes": peak_rss_bytes(),
+        })
+    return tok
+
+
+def train(texts, vocab_size=None, *, return_report=False, **options):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -188,72 +310,155 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         Never create a token longer than this many base units (bytes, or characters).
     progress : bool
         Show a progress bar while merging.
+    num_threads : int, optional
+        Threads for word counting (default: all).
     return_report : bool
         Also return a dict with the time of each phase and the table sizes.
     """
     t0 = time.perf_counter()
-    if tie_break not in TIE_RULES:
-        raise ValueError(f"tie_break must be one of {TIE_RULES}, not {tie_break!r}")
-    if base not in ("bytes", "chars"):
-        raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
-    if normalization is not None:
-        raise NotImplementedError("normalization is not implemented yet; use normalization=None")
-    if vocab_size is None and num_merges is None:
-        vocab_size = DEFAULT_VOCAB_SIZE
-    for name, value in (("vocab_size", vocab_size), ("num_merges", num_merges),
-                        ("max_token_length", max_token_length)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    if base == "bytes" and end_of_word is not None:
-        raise ValueError("end_of_word is for base='chars' (byte mode needs no marker)")
-    if pattern == "default":
-        pattern = "gpt2" if base == "bytes" else pretokenize.WHITESPACE_WORDS_PATTERN
-    pretokenize.compiled_pattern(pattern)
-    special_tokens = list(dict.fromkeys(special_tokens))
-
+    opts = TrainOptions.make(vocab_size, **options)
+    report = {"documents": None}
     if isinstance(texts, dict):
-        words = texts
+        symbols, offsets, counts, alphabet = word_table(texts, opts.base, opts.end_of_word)
+    elif opts.base == "chars":
+        words = count_words(texts, opts.pattern, opts.special_tokens, keep_gaps=False)
+        symbols, offsets, counts, alphabet = word_table(words, opts.base, opts.end_of_word)
     else:
-        words = count_words(texts, pattern, special_tokens, keep_gaps=base == "bytes")
-    t_count = time.perf_counter()
-    symbols, offsets, counts, alphabet = word_table(words, base, end_of_word)
+        counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
+        word_bytes, offsets, counts = counter.table()
+        symbols = word_bytes.astype(np.int32)
+        alphabet = None
+        report["documents"] = counter.n_documents
+        report["bytes_read"] = counter.n_bytes
+    report["seconds_counting"] = time.perf_counter() - t0
+    tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
+    return (tok, report) if return_report else tok
 
-    if base == "bytes":
-        base_bytes = [bytes([b]) for b in range(256)]
-        ranks = hf_byte_ranks() if tie_break == "hf" else list(range(256))
+
+class MemoryBudgetError(TrainingError, MemoryError):
+    """Training would exceed the ``max_memory`` budget the caller set."""
+
+
+def _rss_bytes() -> int:
+    """Current resident memory (Linux /proc; falls back to the peak)."""
+    try:
+        with open("/proc/self/statm") as f:
+            import os
+
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return peak_rss_bytes()
+
+
+def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
+                on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20):
+    """Count the pre-tokens of corpus files; returns ``(WordCounter, ReadStats)``.
+
+    Files are streamed batch by batch (text chunks cut at safe boundaries, Parquet row
+    groups, Arrow record batches), so memory grows with the unique words, not the corpus.
+    """
+    import os
+
+    from .counting import WordCounter
+    from .io.corpus import ReadStats, expand_paths, iter_batches
+
+    pretokenize.compiled_pattern(pattern)
+    counter = WordCounter(pattern, special_tokens, num_threads)
+    stats = ReadStats()
+    files = expand_paths(paths)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        total = sum(os.path.getsize(f) for f in files)
+        bar = tqdm(total=total, desc="counting", unit="B", unit_scale=True, dynamic_ncols=True)
+    try:
+        for data, doc_offsets in iter_batches(files, column, stats,
+                                              splittable=pretokenize.uses_scanner(pattern),
+                                              on_bad_input=on_bad_input, chunk_bytes=chunk_bytes):
+            counter.add_batch(data, doc_offsets)
+            if bar is not None:
+                bar.update(min(stats.bytes_read, bar.total) - bar.n)
+            if max_memory is not None and _rss_bytes() > max_memory:
+                raise MemoryBudgetError(
+                    f"counting used {_rss_bytes() / 2**20:.0f} MiB, over the max_memory budget "
+                    f"of {max_memory / 2**20:.0f} MiB ({counter.n_unique:,} unique words so far)")
+    finally:
+        if bar is not None:
+            bar.close()
+    return counter, stats
+
+
+def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", max_memory=None,
+                counts_output=None, chunk_bytes=16 << 20, return_report=False, **options):
+    """Learn a tokenizer from corpus files (text, Parquet, Arrow IPC), streamed.
+
+    ``paths``: files, globs or folders. A counts file written by ``fastbpe count`` (or
+    ``counts_output=``) is used as the word table directly, with the pattern it was made
+    with. Options are those of ``train``; ``column`` names the text column of Parquet and
+    Arrow files; ``on_bad_input="skip"`` skips unreadable files (reported) instead of
+    raising ``CorpusReadError``; ``max_memory`` (bytes) stops with ``MemoryBudgetError``.
+    """
+    from .io.corpus import expand_paths
+    from .io.counts_file import is_counts_file, load_counts, save_counts
+
+    t0 = time.perf_counter()
+    files = expand_paths(paths)
+    report = {}
+    if len(files) == 1 and file_is_arrow(files[0]) and is_counts_file(files[0]):
+        word_bytes, offsets, counts, meta = load_counts(files[0])
+        options = dict(options)
+        if options.get("pattern", "default") not in ("default", meta.get("pattern")):
+            raise TrainingError(f"{files[0]} was counted with pattern {meta.get('pattern')!r}, "
+                                f"not {options['pattern']!r}")
+        options["pattern"] = meta.get("pattern")
+        options.setdefault("special_tokens", meta.get("special_tokens", ()))
+        opts = TrainOptions.make(vocab_size, **options)
+        report["counts_file"] = files[0]
     else:
-        base_bytes = [s.encode("utf-8") for s in alphabet]
-        ranks = list(range(len(alphabet)))
-    n_base = len(base_bytes)
-    max_ids = _UNLIMITED
-    if vocab_size is not None:
-        max_ids = vocab_size - len(special_tokens)
-        if max_ids < n_base:
-            raise TrainingError(
-                f"vocab_size={vocab_size} is smaller than the {n_base} base symbols"
-                + (f" plus {len(special_tokens)} special tokens" if special_tokens else "")
-            )
-    from .kernels.merge import TIE_BYTES, TIE_FIRST, TIE_RANKS
+        opts = TrainOptions.make(vocab_size, **options)
+        if opts.base != "bytes":
+            raise TrainingError("train_files supports base='bytes' (use train() for char mode)")
+        counter, stats = count_files(files, column, pattern=opts.pattern,
+                                     special_tokens=opts.special_tokens,
+                                     num_threads=opts.num_threads, on_bad_input=on_bad_input,
+                                     progress=opts.progress, max_memory=max_memory,
+                                     chunk_bytes=chunk_bytes)
+        word_bytes, offsets, counts = counter.table()
+        report.update(stats.as_dict())
+        report["pre_tokens_counted"] = counter.n_pieces
+        if counts_output is not None:
+            save_counts(counts_output, word_bytes, offsets, counts, opts.pattern, opts.special_tokens)
+    report["seconds_counting"] = time.perf_counter() - t0
+    if max_memory is not None:
+        # The merge kernel holds about 40 bytes per word-table symbol (symbols, positions,
+        # pair-index nodes) plus the pair store: refuse early rather than be killed.
+        estimate = _rss_bytes() + 40 * int(offsets[-1]) + 64 * len(counts)
+        if estimate > max_memory:
+            raise MemoryBudgetError(
+                f"merging would need about {estimate / 2**20:.0f} MiB, over the max_memory "
+                f"budget of {max_memory / 2**20:.0f} MiB")
+    tok = train_from_table(word_bytes.astype(np.int32), offsets, counts, None, opts, report)
+    report["seconds_total"] = time.perf_counter() - t0
+    return (tok, report) if return_report else tok
 
-    tie_mode = {"ids": TIE_RANKS, "hf": TIE_RANKS, "first": TIE_FIRST, "bytes": TIE_BYTES}[tie_break]
-    merges, merge_ids, merge_counts = run_merge_kernel(
-        symbols, offsets, counts, base_bytes, np.asarray(ranks, dtype=np.int64), tie_mode,
-        _UNLIMITED if num_merges is None else num_merges, max_ids, max(1, int(min_frequency)),
-        _UNLIMITED if max_token_length is None else max_token_length, progress,
-    )
-    t_merge = time.perf_counter()
-    tok = Tokenizer(merges, pattern=pattern, special_tokens=special_tokens, base=base,
-                    alphabet=alphabet, end_of_word=end_of_word, tie_break=tie_break,
-                    merge_counts=merge_counts)
-    if not np.array_equal(tok.merge_ids, merge_ids):  # the kernel and the model must agree
-        raise AssertionError("internal error: kernel merge ids differ from the derived vocabulary")
-    if not return_report:
-        return tok
-    report = {
-        "unique_words": int(len(counts)),
-        "pre_tokens": int(counts.sum()),
-        "merges": int(len(merges)),
-        "seconds_counting": t_count - t0,
-        "seconds_merging": t_merge - t_count,
-    }
-    return tok, report
+
+def file_is_arrow(path) -> bool:
+    from .io.corpus import file_kind
+
+    return file_kind(str(path)) == "arrow"
+
+
+def count_to_file(paths, output, column="text", *, pattern="gpt2", special_tokens=(), **kwargs):
+    """Count corpus files and write the word table to ``output`` (Arrow IPC); returns stats."""
+    from .io.counts_file import save_counts
+
+    t0 = time.perf_counter()
+    counter, stats = count_files(paths, column, pattern=pattern, special_tokens=special_tokens,
+                                 **kwargs)
+    word_bytes, offsets, counts = counter.table()
+    save_counts(output, word_bytes, offsets, counts, pattern, special_tokens)
+    report = stats.as_dict()
+    report.update(unique_words=int(len(counts)), pre_tokens=counter.n_pieces,
+                  seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes())
+    return report

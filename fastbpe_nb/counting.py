@@ -1,0 +1,146 @@
+"""Word counting at scale: batches of UTF-8 documents -> the word-frequency table.
+
+``WordCounter.add_batch`` takes a batch as flat arrays (bytes + document offsets: an Arrow
+string array's buffers, or a chunk of a text file), pre-tokenizes it with one scanner call
+and counts the pieces with one parallel kernel call (``kernels.count.count_batch``). The
+table grows with the number of *unique* words, not with the corpus.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import pretokenize
+from .tokenizer import clean_text
+
+
+class WordCounter:
+    """Accumulates pre-token counts over batches, in corpus order.
+
+    Parameters
+    ----------
+    pattern : str or None
+        Pre-tokenization pattern (named patterns use the Numba scanner).
+    special_tokens : sequence of str
+        Cut out of the text before pre-tokenization and never counted.
+    num_threads : int, optional
+        Threads for the counting kernel (default: all cores Numba uses).
+    """
+
+    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None):
+        self.pattern = pattern
+        self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
+        self.num_threads = num_threads
+        self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
+        self.n_documents = 0
+        self.n_bytes = 0
+        self._keys = np.full(1 << 16, -1, dtype=np.int64)
+        self._store = np.empty(1 << 20, dtype=np.uint8)
+        self._store_len = 0
+        self._off = np.zeros(1 << 15, dtype=np.int64)
+        self._count = np.zeros(1 << 15, dtype=np.int64)
+        self._first = np.zeros(1 << 15, dtype=np.int64)
+        self._hash = np.zeros(1 << 15, dtype=np.int64)
+        self._n = 0
+
+    @property
+    def n_unique(self) -> int:
+        return self._n
+
+    def add_texts(self, texts) -> None:
+        """Add a list of documents (str)."""
+        encoded = []
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"document {self.n_documents + index}: expected str, "
+                                f"got {type(text).__name__}")
+            try:
+                encoded.append(text.encode("utf-8"))
+            except UnicodeEncodeError:
+                encoded.append(clean_text(text).encode("utf-8"))
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        self.add_batch(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
+
+    def add_batch(self, data: np.ndarray, doc_offsets: np.ndarray) -> None:
+        """Add documents given as ``uint8`` bytes and ``int64[n_docs + 1]`` offsets into them.
+
+        Documents holding a special token are cut at it first (the token is dropped).
+        """
+        data = np.ascontiguousarray(data, dtype=np.uint8)
+        doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
+        if len(doc_offsets) == 0 or doc_offsets[0] < 0 or doc_offsets[-1] > len(data) or (
+                np.diff(doc_offsets) < 0).any():
+            raise ValueError("doc_offsets must be non-decreasing offsets within data")
+        self.n_documents += len(doc_offsets) - 1
+        self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
+        if self.matcher:
+            data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
+        pieces, _ = pretokenize.piece_offsets(data, doc_offsets, self.pattern)
+        self._count_pieces(data, pieces)
+
+    def _cut_special_tokens(self, data, doc_offsets):
+        """Split documents at special tokens, dropping the tokens (rarely needed: filtered)."""
+        raw = data.tobytes()
+        prefixes = [p.encode("utf-8") for p in self.matcher._prefixes]
+        out = []
+        for d in range(len(doc_offsets) - 1):
+            chunk = raw[doc_offsets[d] : doc_offsets[d + 1]]
+            if not any(p in chunk for p in prefixes):
+                out.append(chunk)
+                continue
+            text = chunk.decode("utf-8", "surrogateescape")
+            for segment, is_special in pretokenize.split_special(text, self.matcher):
+                if not is_special:
+                    out.append(segment.encode("utf-8", "surrogateescape"))
+        offsets = np.zeros(len(out) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, out), np.int64, len(out)), out=offsets[1:])
+        return np.frombuffer(b"".join(out), dtype=np.uint8), offsets
+
+    def _count_pieces(self, data, pieces):
+        from .kernels.count import count_batch
+
+        n_pieces = len(pieces) - 1
+        if n_pieces <= 0:
+            return
+        n_threads = self.num_threads
+        if n_threads is None:
+            import numba
+
+            n_threads = numba.get_num_threads()
+        n_blocks = max(1, min(4 * n_threads, n_pieces // 4096 or 1))
+        (self._keys, self._store, self._store_len, self._off, self._count, self._first,
+         self._hash, self._n) = count_batch(
+            data, pieces, n_blocks, self.n_pieces, self._keys, self._store, self._store_len,
+            self._off, self._count, self._first, self._hash, self._n)
+        self.n_pieces += n_pieces
+
+    def table(self):
+        """The word table in first-occurrence order.
+
+        Returns
+        -------
+        word_bytes : uint8[total]
+            The unique words' bytes, concatenated.
+        offsets : int64[n_words + 1]
+            Word boundaries.
+        counts : int64[n_words]
+            Occurrences of each word.
+        """
+        n = self._n
+        order = np.argsort(self._first[:n], kind="stable")
+        starts = self._off[:n][order]
+        lengths = (self._off[1 : n + 1] - self._off[:n])[order]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        # Gather each word's bytes: position k of the output reads starts[w] + (k - offsets[w]).
+        word_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        src = starts[word_of] + (np.arange(offsets[-1], dtype=np.int64) - offsets[:-1][word_of])
+        return self._store[src], offsets, self._count[:n][order].copy()
+
+    def words(self) -> dict[str, int]:
+        """The table as a ``{word: count}`` dict (for inspection and tests)."""
+        data, offsets, counts = self.table()
+        raw = data.tobytes()
+        return {raw[offsets[i] : offsets[i + 1]].decode("utf-8", "surrogateescape"): int(counts[i])
+                for i in range(len(counts))}

@@ -1,0 +1,97 @@
+"""Word-count tables as an artefact: one expensive counting pass serves many trainings.
+
+An Arrow IPC file with two columns, ``word`` (large_binary: the pre-token's UTF-8 bytes) and
+``count`` (int64), rows in first-occurrence order, and schema metadata recording how the
+words were made (pattern, special tokens, format version). Training from it reuses that
+pattern, so the model file describes the tokenizer that the counts imply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from .atomic import atomic_write
+
+COUNTS_FORMAT = "fastbpe_nb.counts"
+COUNTS_VERSION = 1
+
+
+def save_counts(path, word_bytes: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
+                pattern, special_tokens=(), extra=None) -> None:
+    """Write a counts file atomically."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    words = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(counts), [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)),
+                                         pa.py_buffer(np.ascontiguousarray(word_bytes, np.uint8))])
+    meta = {"format": COUNTS_FORMAT, "version": COUNTS_VERSION, "pattern": pattern,
+            "special_tokens": list(special_tokens), **(extra or {})}
+    schema = pa.schema([("word", pa.large_binary()), ("count", pa.int64())],
+                       metadata={"fastbpe_nb": json.dumps(meta)})
+    table = pa.Table.from_arrays([words, pa.array(counts, pa.int64())], schema=schema)
+    with atomic_write(path) as f:
+        with ipc.new_file(f, schema) as writer:
+            writer.write_table(table)
+
+
+def is_counts_file(path) -> bool:
+    """True when ``path`` is an Arrow IPC file written by ``save_counts``."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    try:
+        with pa.memory_map(os.fspath(path), "r") as source:
+            meta = ipc.open_file(source).schema.metadata or {}
+    except Exception:
+        return False
+    return b"fastbpe_nb" in meta
+
+
+def load_counts(path):
+    """Read a counts file: ``(word_bytes uint8, offsets int64, counts int64, meta dict)``."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    path = os.fspath(path)
+    try:
+        with pa.memory_map(path, "r") as source:
+            table = ipc.open_file(source).read_all()
+    except (pa.ArrowInvalid, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ModelFormatError(f"not a readable Arrow IPC counts file ({exc})", path) from None
+    raw_meta = (table.schema.metadata or {}).get(b"fastbpe_nb")
+    try:
+        meta = json.loads(raw_meta) if raw_meta else None
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("format") != COUNTS_FORMAT:
+        raise ModelFormatError("not a fastbpe_nb counts file (schema metadata missing)", path)
+    if meta.get("version") != COUNTS_VERSION:
+        raise ModelFormatError(f"unsupported counts version {meta.get('version')!r}", path, "version")
+    if table.schema.names != ["word", "count"] or table.schema.field("word").type != pa.large_binary() \
+            or table.schema.field("count").type != pa.int64():
+        raise ModelFormatError(f"expected columns word: large_binary, count: int64, got "
+                               f"{table.schema}", path, "schema")
+    if table.column("word").null_count or table.column("count").null_count:
+        raise ModelFormatError("null words or counts", path, "rows")
+    words = table.column("word").combine_chunks()
+    counts = table.column("count").combine_chunks().to_numpy().astype(np.int64)
+    if len(counts) and counts.min() <= 0:
+        row = int(np.argmin(counts))
+        raise ModelFormatError(f"count {counts[row]} is not positive", path, f"row {row}")
+    buffers = words.buffers()
+    offsets = np.frombuffer(buffers[1], np.int64)[words.offset : words.offset + len(words) + 1]
+    data = (np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None
+            else np.zeros(0, np.uint8))
+    start = int(offsets[0]) if len(offsets) else 0
+    offsets = offsets - start
+    if len(offsets) and (offsets[-1] > len(data) - start or (np.diff(offsets) <= 0).any()):
+        raise ModelFormatError("empty or malformed word entries", path, "word")
+    data = data[start : start + (int(offsets[-1]) if len(offsets) else 0)]
+    return data, offsets.astype(np.int64), counts, meta
