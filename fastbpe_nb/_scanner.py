@@ -1,0 +1,107 @@
+"""Python front end of the Numba pre-tokenizer (``fastbpe_nb.kernels.scan``).
+
+Importing this module compiles nothing and does not decode the Unicode
+table: both happen on the first call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# The exact pattern strings whose ``regex.findall`` boundaries the kernel reproduces.
+from fastbpe_nb.pretokenize import NAMED_PATTERNS  # noqa: E402,F401
+
+# Must agree with PATTERN_* in fastbpe_nb.kernels.scan.
+PATTERN_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2}
+
+_class_table = None
+
+
+def class_table() -> tuple[np.ndarray, np.ndarray]:
+    """The decoded ``(stage1, stage2)`` uint16 tables, loaded on first use."""
+    global _class_table
+    if _class_table is None:
+        from fastbpe_nb.unicode_tables import load_class_table
+
+        _class_table = tuple(_read_only(table) for table in load_class_table())
+    return _class_table
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    # Numba compiles one specialization per array "readonly" flag; passing
+    # read-only views always (bytes input is read-only anyway) keeps it to one.
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _as_bytes_array(data) -> np.ndarray:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return _read_only(np.frombuffer(data, dtype=np.uint8))
+    if isinstance(data, np.ndarray):
+        if data.ndim != 1:
+            raise ValueError(f"data must be 1-D, got shape {data.shape}")
+        if data.dtype != np.uint8:
+            raise TypeError(f"data must have dtype uint8, got {data.dtype}")
+        return _read_only(np.ascontiguousarray(data))
+    raise TypeError(f"data must be bytes or a uint8 numpy array, got {type(data).__name__}")
+
+
+def _as_doc_offsets(doc_offsets, n_bytes: int) -> np.ndarray:
+    if doc_offsets is None:
+        return _read_only(np.array([0, n_bytes], dtype=np.int64))
+    offsets = np.asarray(doc_offsets)
+    if offsets.ndim != 1 or offsets.shape[0] < 1:
+        raise ValueError("doc_offsets must be a 1-D array with at least one entry")
+    if offsets.dtype.kind not in "iu":
+        raise TypeError(f"doc_offsets must have an integer dtype, got {offsets.dtype}")
+    if offsets.dtype.kind == "u" and offsets.size and offsets.max() > np.iinfo(np.int64).max:
+        raise ValueError("doc_offsets do not fit in int64")
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    # The kernel does no bounds checks: reject anything that would read outside data.
+    if offsets[0] < 0 or offsets[-1] > n_bytes:
+        raise ValueError(f"doc_offsets must lie in [0, {n_bytes}]")
+    if offsets.shape[0] > 1 and np.any(np.diff(offsets) < 0):
+        raise ValueError("doc_offsets must be non-decreasing")
+    return _read_only(offsets)
+
+
+def scan_offsets(data, doc_offsets, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Pre-token byte boundaries of a batch of UTF-8 documents.
+
+    Parameters
+    ----------
+    data : bytes or numpy.ndarray
+        UTF-8 bytes of all documents, ``bytes``-like or ``uint8[n_bytes]``.
+    doc_offsets : numpy.ndarray or None
+        ``int[n_docs + 1]`` non-decreasing byte offsets of the documents in
+        ``data`` (``None``: one document, all of ``data``).
+    name : str
+        ``"gpt2"``, ``"cl100k"`` or ``"o200k"``.
+
+    Returns
+    -------
+    piece_offsets : numpy.ndarray
+        ``int64[n_pieces + 1]``; piece ``k`` is ``data[piece_offsets[k]:piece_offsets[k + 1]]``.
+    doc_piece_offsets : numpy.ndarray
+        ``int64[n_docs + 1]``; document ``d`` owns pieces
+        ``doc_piece_offsets[d]:doc_piece_offsets[d + 1]``.
+    """
+    try:
+        pattern_id = PATTERN_IDS[name]
+    except KeyError:
+        raise ValueError(f"unknown pattern {name!r}; expected one of {sorted(PATTERN_IDS)}") from None
+    data_array = _as_bytes_array(data)
+    offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
+    stage1, stage2 = class_table()
+    from fastbpe_nb.kernels.scan import scan_batch
+
+    return scan_batch(data_array, offsets, pattern_id, stage1, stage2)
+
+
+def split(text: str, name: str) -> list[str]:
+    """Pre-tokenize one ``str`` (convenience for tests; same pieces as ``regex.findall``)."""
+    encoded = text.encode("utf-8")
+    piece_offsets, _ = scan_offsets(encoded, None, name)
+    bounds = piece_offsets.tolist()
+    return [encoded[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]

@@ -1,0 +1,686 @@
+"""Numba pre-tokenizer kernels: exact ``regex.findall`` boundaries for three patterns.
+
+Each document is processed in two passes:
+
+1. :func:`decode_document` decodes its UTF-8 once into a per-character
+   "class word" array (``uint32``: the ``CLS_*``/``FOLD_*`` bits of
+   ``fastbpe_nb.unicode_tables`` plus the ``CH_*`` bits below for the few
+   ASCII characters the patterns name) and the byte offset of each character.
+   Three ``CH_END`` sentinels follow the last character, so runs stop by
+   themselves and two characters of lookahead never need a bounds check.
+2. One hand-written matcher per pattern (:func:`pieces_gpt2`,
+   :func:`pieces_cl100k`, :func:`pieces_o200k`) walks the class words and
+   reproduces the ``regex`` engine's leftmost-alternative, greedy, possessive
+   and backtracking behaviour for that pattern.  Backtracking is never
+   re-executed: the forward scan of a run remembers where a backtrack would
+   land (start of the last whitespace char, end of the last CR/LF, end of the
+   last o200k "lowerish" char).
+
+Why this shape: Numba increments/decrements array reference counts around
+calls that are not inlined, which costs more than the work per character, so
+the hot loops live in a handful of functions that take arrays once per
+document, and the small shared helpers take scalars only.
+
+Pattern ids (``fastbpe_nb._scanner.NAMED_PATTERNS`` holds the strings):
+0 = gpt2, 1 = cl100k, 2 = o200k.
+
+Facts the matchers rely on (all checked by the differential tests):
+
+* ``findall`` never skips a character for these patterns: every character is
+  a letter, number, whitespace or "other" and each kind starts a non-empty
+  match, so the pieces tile the text and are returned as boundaries.
+* cl100k's ``\\s++$``: the possessive run swallows a final ``\\n`` too, so the
+  "before a final newline" meaning of ``$`` can never apply; the branch
+  matches exactly when the whitespace run reaches the end of the document.
+* Invalid UTF-8: every byte that does not begin a valid, complete,
+  shortest-form, non-surrogate sequence inside the document is one character
+  of class "other" (no class bit), one byte long.  This equals decoding with
+  ``surrogateescape``: ``regex`` puts U+DC80..U+DCFF in none of the classes.
+"""
+
+import numpy as np
+from numba import njit
+
+from fastbpe_nb.unicode_tables import (
+    CLS_L,
+    CLS_LOWERISH,
+    CLS_N,
+    CLS_UPPERISH,
+    CLS_WS,
+    FOLD_D,
+    FOLD_E,
+    FOLD_L,
+    FOLD_M,
+    FOLD_R,
+    FOLD_S,
+    FOLD_T,
+    FOLD_V,
+)
+
+PATTERN_GPT2 = 0
+PATTERN_CL100K = 1
+PATTERN_O200K = 2
+
+INVALID_CODE_POINT = -1
+
+# Class-word bits above the 16 table bits, for ASCII characters the patterns
+# name literally.  U+0020 only (` ?` is a literal space, not \s).
+CH_SPACE = 1 << 16
+CH_CRLF = 1 << 17  # \r or \n: the patterns always use them as a pair
+CH_APOSTROPHE = 1 << 18
+CH_SLASH = 1 << 19
+CH_END = 1 << 20  # sentinel after the last character of a document
+N_SENTINELS = 3
+# Initial decode window in bytes: the per-character buffers (12 bytes per
+# char) stay in L2 instead of page-faulting fresh memory for big documents.
+WINDOW_BYTES = 1 << 15
+
+# Anything that is not matched by [^\s\p{L}\p{N}] ("other"); CH_END makes
+# runs of "other" stop at the end of the document.
+_NOT_OTHER = CLS_L | CLS_N | CLS_WS | CH_END
+# Whatever [^\r\n\p{L}\p{N}] excludes (the optional prefix of cl100k/o200k letters).
+_NOT_PREFIX = CLS_L | CLS_N | CH_CRLF | CH_END
+_FOLD_ONE_LETTER = FOLD_S | FOLD_D | FOLD_M | FOLD_T
+
+
+@njit(cache=True, nogil=True)
+def decode_multibyte(b0, b1, b2, b3):
+    """Decode a UTF-8 sequence whose lead byte ``b0`` is >= 0x80.
+
+    Parameters
+    ----------
+    b0 : int
+        Lead byte, ``0x80 <= b0 <= 0xFF``.
+    b1, b2, b3 : int
+        The following bytes of the document, or 0 where the document ends
+        (0 is never a continuation byte, so a cut sequence is invalid).
+
+    Returns
+    -------
+    code_point : int
+        The code point, or ``INVALID_CODE_POINT`` (-1) when ``b0`` does not
+        start a valid, complete, shortest-form, non-surrogate sequence.
+    n_bytes : int
+        Sequence length; 1 for an invalid byte.
+    """
+    if b0 < 0xC2:
+        # Continuation byte, or lead of an overlong two-byte form.
+        return INVALID_CODE_POINT, 1
+    if b0 < 0xE0:
+        if (b1 & 0xC0) == 0x80:
+            return ((b0 & 0x1F) << 6) | (b1 & 0x3F), 2
+        return INVALID_CODE_POINT, 1
+    if b0 < 0xF0:
+        # E0 needs A0..BF (no overlongs); ED needs 80..9F (no surrogates).
+        lo = 0xA0 if b0 == 0xE0 else 0x80
+        hi = 0x9F if b0 == 0xED else 0xBF
+        if lo <= b1 and b1 <= hi and (b2 & 0xC0) == 0x80:
+            return ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F), 3
+        return INVALID_CODE_POINT, 1
+    if b0 < 0xF5:
+        # F0 needs 90..BF (no overlongs); F4 needs 80..8F (<= U+10FFFF).
+        lo = 0x90 if b0 == 0xF0 else 0x80
+        hi = 0x8F if b0 == 0xF4 else 0xBF
+        if lo <= b1 and b1 <= hi and (b2 & 0xC0) == 0x80 and (b3 & 0xC0) == 0x80:
+            code_point = ((b0 & 0x07) << 18) | ((b1 & 0x3F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+            return code_point, 4
+        return INVALID_CODE_POINT, 1
+    return INVALID_CODE_POINT, 1
+
+
+@njit(cache=True, nogil=True)
+def ascii_class_words(stage1, stage2):
+    """Class words of the 128 ASCII code points, ``CH_*`` bits included.
+
+    Parameters
+    ----------
+    stage1 : numpy.ndarray
+        ``uint16[4352]`` block index per 256-code-point block.
+    stage2 : numpy.ndarray
+        ``uint16[n_unique_blocks * 256]`` class bitmasks.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint32[128]`` class word per ASCII code point.
+    """
+    words = np.empty(128, dtype=np.uint32)
+    block = np.int64(stage1[0]) * 256
+    for cp in range(128):
+        words[cp] = np.uint32(stage2[block + cp])
+    words[0x20] |= np.uint32(CH_SPACE)
+    words[0x0D] |= np.uint32(CH_CRLF)
+    words[0x0A] |= np.uint32(CH_CRLF)
+    words[0x27] |= np.uint32(CH_APOSTROPHE)
+    words[0x2F] |= np.uint32(CH_SLASH)
+    return words
+
+
+@njit(cache=True, nogil=True)
+def decode_document(data, start, stop, end, stage1, stage2, ascii_words, words, char_offsets):
+    """Decode the characters of a document that start in ``data[start:stop]``.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]`` UTF-8 bytes.
+    start : int
+        Byte offset of the first character to decode (a character start).
+    stop : int
+        Decode characters starting before ``stop`` (``start <= stop <= end``);
+        the last one may extend past ``stop``.
+    end : int
+        End of the document: bytes at or after it are never read, so a
+        sequence cut by the document end is invalid.
+    stage1 : numpy.ndarray
+        ``uint16[4352]`` block index per 256-code-point block.
+    stage2 : numpy.ndarray
+        ``uint16[n_unique_blocks * 256]`` class bitmasks.
+    ascii_words : numpy.ndarray
+        ``uint32[128]`` from :func:`ascii_class_words`.
+    words : numpy.ndarray
+        ``uint32[>= stop - start + N_SENTINELS]`` output: class word of each
+        character, then ``N_SENTINELS`` entries equal to ``CH_END``.
+    char_offsets : numpy.ndarray
+        ``int64[>= stop - start + 1]`` output: absolute byte offset of each
+        character, then the end of the last one.
+
+    Returns
+    -------
+    int
+        Number of characters ``n_chars``.
+    """
+    n_chars = 0
+    pos = start
+    while pos < stop:
+        b0 = np.int64(data[pos])
+        char_offsets[n_chars] = pos
+        if b0 < 0x80:
+            words[n_chars] = ascii_words[b0]
+            pos += 1
+        else:
+            b1 = np.int64(data[pos + 1]) if pos + 1 < end else 0
+            b2 = np.int64(data[pos + 2]) if pos + 2 < end else 0
+            b3 = np.int64(data[pos + 3]) if pos + 3 < end else 0
+            code_point, n_bytes = decode_multibyte(b0, b1, b2, b3)
+            if code_point < 0:
+                words[n_chars] = 0  # invalid byte: "other"
+            else:
+                block = np.int64(stage1[code_point >> 8])
+                words[n_chars] = stage2[block * 256 + (code_point & 0xFF)]
+            pos += n_bytes
+        n_chars += 1
+    char_offsets[n_chars] = pos
+    for k in range(N_SENTINELS):
+        words[n_chars + k] = CH_END
+    return n_chars
+
+
+@njit(cache=True, nogil=True)
+def contraction_length(w0, w1, w2):
+    """Length in characters of ``'(?i:[sdmt]|ll|ve|re)`` at a position.
+
+    This is also o200k's ``(?i:'s|'t|'re|'ve|'m|'ll|'d)`` (same strings).
+    The first letter decides the alternative (the generator checks that no
+    code point matches two contraction letters), so alternative order is
+    irrelevant.
+
+    Parameters
+    ----------
+    w0, w1, w2 : int
+        Class words of the character at the position and the next two.
+
+    Returns
+    -------
+    int
+        2 or 3, or 0 when there is no contraction.
+    """
+    if (w0 & CH_APOSTROPHE) == 0:
+        return 0
+    if (w1 & _FOLD_ONE_LETTER) != 0:
+        return 2
+    if (w1 & FOLD_L) != 0 and (w2 & FOLD_L) != 0:
+        return 3
+    if (w1 & (FOLD_V | FOLD_R)) != 0 and (w2 & FOLD_E) != 0:
+        return 3
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def gpt2_contraction_length(b1, b2):
+    """Length of gpt2's case-sensitive ``'s|'t|'re|'ve|'m|'ll|'d`` after the apostrophe.
+
+    Parameters
+    ----------
+    b1, b2 : int
+        The two bytes after the apostrophe (0 past the document end).  ASCII
+        bytes never occur inside multi-byte sequences, so comparing bytes is exact.
+
+    Returns
+    -------
+    int
+        2 or 3 characters (= bytes), or 0 when there is no contraction.
+    """
+    if b1 == 0x73 or b1 == 0x74 or b1 == 0x6D or b1 == 0x64:  # s t m d
+        return 2
+    if (b1 == 0x72 or b1 == 0x76) and b2 == 0x65:  # re ve
+        return 3
+    if b1 == 0x6C and b2 == 0x6C:  # ll
+        return 3
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def whitespace_lookahead_end(start, run_end, n_chars):
+    """End of ``\\s+(?!\\S)`` falling back to ``\\s+`` for a whitespace run.
+
+    Parameters
+    ----------
+    start, run_end : int
+        Character range of the maximal whitespace run (``run_end > start``).
+    n_chars : int
+        Number of characters in the document.
+
+    Returns
+    -------
+    int
+        ``run_end`` at the end of the document; otherwise the run minus its
+        last character (which the following non-space keeps), or one char if
+        that would leave nothing.
+    """
+    if run_end == n_chars or run_end - 1 == start:
+        return run_end
+    return run_end - 1
+
+
+# The three matchers below track `reach`, the highest character index a piece's
+# scan looked at (two chars of lookahead included).  In a truncated window a
+# piece that looked at the sentinels (`reach >= n_chars`) is not emitted: the
+# caller re-decodes the document from that piece's start.
+
+
+@njit(cache=True, nogil=True)
+def pieces_gpt2(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
+    """Append the gpt2 piece ends of one decoded window.
+
+    ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]`` UTF-8 bytes (for the case-sensitive contractions).
+    words : numpy.ndarray
+        ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
+    char_offsets : numpy.ndarray
+        ``int64[>= n_chars + 1]`` from :func:`decode_document`.
+    n_chars : int
+        Number of decoded characters.
+    truncated : bool
+        Whether the document continues after the decoded characters.
+    piece_offsets : numpy.ndarray
+        ``int64[capacity]`` output; piece ends go to ``piece_offsets[n_pieces + 1:]``.
+    n_pieces : int
+        Pieces written so far.
+
+    Returns
+    -------
+    n_pieces : int
+        Updated piece count.
+    n_consumed : int
+        Characters covered by the emitted pieces (``n_chars`` unless truncated).
+    """
+    i = 0
+    while i < n_chars:
+        w = words[i]
+        j = i
+        reach = i + 2
+        if (w & CH_APOSTROPHE) != 0:
+            p = char_offsets[i]
+            b1 = np.int64(data[p + 1]) if i + 1 < n_chars else 0
+            b2 = np.int64(data[p + 2]) if i + 2 < n_chars else 0
+            j = i + gpt2_contraction_length(b1, b2)
+        if j == i:
+            # A leading literal space glues onto a following letter, number
+            # or "other" run (` ?` tries the space first).
+            lead = i
+            if (w & CH_SPACE) != 0 and (words[i + 1] & (CLS_WS | CH_END)) == 0:
+                lead = i + 1
+            w = words[lead]
+            j = lead + 1
+            if (w & CLS_L) != 0:
+                while (words[j] & CLS_L) != 0:
+                    j += 1
+            elif (w & CLS_N) != 0:
+                while (words[j] & CLS_N) != 0:
+                    j += 1
+            elif (w & _NOT_OTHER) == 0:
+                while (words[j] & _NOT_OTHER) == 0:
+                    j += 1
+            else:
+                run_end = i
+                while (words[run_end] & CLS_WS) != 0:
+                    run_end += 1
+                reach = max(reach, run_end)
+                j = whitespace_lookahead_end(i, run_end, n_chars)
+            reach = max(reach, j)
+        if truncated and reach >= n_chars:
+            break
+        n_pieces += 1
+        piece_offsets[n_pieces] = char_offsets[j]
+        i = j
+    return n_pieces, i
+
+
+@njit(cache=True, nogil=True)
+def pieces_cl100k(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
+    """Append the cl100k piece ends of one decoded window.
+
+    ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+|``
+    `` ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s``
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]`` UTF-8 bytes (unused; same signature as :func:`pieces_gpt2`).
+    words : numpy.ndarray
+        ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
+    char_offsets : numpy.ndarray
+        ``int64[>= n_chars + 1]`` from :func:`decode_document`.
+    n_chars : int
+        Number of decoded characters.
+    truncated : bool
+        Whether the document continues after the decoded characters.
+    piece_offsets : numpy.ndarray
+        ``int64[capacity]`` output; piece ends go to ``piece_offsets[n_pieces + 1:]``.
+    n_pieces : int
+        Pieces written so far.
+
+    Returns
+    -------
+    n_pieces : int
+        Updated piece count.
+    n_consumed : int
+        Characters covered by the emitted pieces (``n_chars`` unless truncated).
+    """
+    i = 0
+    while i < n_chars:
+        w = words[i]
+        w1 = words[i + 1]
+        reach = i + 2
+        j = i + contraction_length(w, w1, words[i + 2])
+        if j > i:
+            pass
+        elif (w & CLS_L) != 0:
+            j = i + 1
+            while (words[j] & CLS_L) != 0:
+                j += 1
+        elif (w & CLS_N) != 0:
+            # \p{N}{1,3}+
+            j = i + 1
+            while j < i + 3 and (words[j] & CLS_N) != 0:
+                j += 1
+        elif (w1 & CLS_L) != 0 and (w & _NOT_PREFIX) == 0:
+            # [^\r\n\p{L}\p{N}]?+\p{L}++ with the prefix (w is space or other).
+            j = i + 2
+            while (words[j] & CLS_L) != 0:
+                j += 1
+        elif (w & _NOT_OTHER) == 0 or ((w & CH_SPACE) != 0 and (w1 & _NOT_OTHER) == 0):
+            # ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
+            j = i + 1 if (w & _NOT_OTHER) == 0 else i + 2
+            while (words[j] & _NOT_OTHER) == 0:
+                j += 1
+            while (words[j] & CH_CRLF) != 0:
+                j += 1
+        else:
+            # Whitespace run; note where \s*[\r\n] would backtrack to.
+            run_end = i
+            last_crlf_end = -1
+            while (words[run_end] & CLS_WS) != 0:
+                run_end += 1
+                if (words[run_end - 1] & CH_CRLF) != 0:
+                    last_crlf_end = run_end
+            reach = max(reach, run_end)
+            if run_end == n_chars:  # \s++$
+                j = run_end
+            elif last_crlf_end >= 0:  # \s*[\r\n]
+                j = last_crlf_end
+            else:  # \s+(?!\S) or \s
+                j = whitespace_lookahead_end(i, run_end, n_chars)
+        reach = max(reach, j)
+        if truncated and reach >= n_chars:
+            break
+        n_pieces += 1
+        piece_offsets[n_pieces] = char_offsets[j]
+        i = j
+    return n_pieces, i
+
+
+@njit(cache=True, nogil=True)
+def pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
+    """Append the o200k piece ends of one decoded window.
+
+    ``[^\\r\\n\\p{L}\\p{N}]?[UPPERISH]*[LOWERISH]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|``
+    ``[^\\r\\n\\p{L}\\p{N}]?[UPPERISH]+[LOWERISH]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|``
+    ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``
+    with UPPERISH = ``[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]`` and
+    LOWERISH = ``[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]``.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]`` UTF-8 bytes (unused; same signature as :func:`pieces_gpt2`).
+    words : numpy.ndarray
+        ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
+    char_offsets : numpy.ndarray
+        ``int64[>= n_chars + 1]`` from :func:`decode_document`.
+    n_chars : int
+        Number of decoded characters.
+    truncated : bool
+        Whether the document continues after the decoded characters.
+    piece_offsets : numpy.ndarray
+        ``int64[capacity]`` output; piece ends go to ``piece_offsets[n_pieces + 1:]``.
+    n_pieces : int
+        Pieces written so far.
+
+    Returns
+    -------
+    n_pieces : int
+        Updated piece count.
+    n_consumed : int
+        Characters covered by the emitted pieces (``n_chars`` unless truncated).
+    """
+    i = 0
+    while i < n_chars:
+        w = words[i]
+        j = -1
+        reach = i + 2
+        # The prefix [^\r\n\p{L}\p{N}]? is greedy, not possessive: each letter
+        # alternative is tried with the prefix char, then without it.  Without
+        # it only matters when the char is itself UPPERISH/LOWERISH (a mark).
+        has_prefix = (w & _NOT_PREFIX) == 0
+        letter_like = (w & (CLS_UPPERISH | CLS_LOWERISH)) != 0
+        # Alternative 1: [UPPERISH]*[LOWERISH]+ contraction?
+        for attempt in range(2):
+            start = i + 1 - attempt
+            if (attempt == 0 and not has_prefix) or (attempt == 1 and not letter_like):
+                continue
+            upper_end = start
+            last_lowerish_end = -1
+            while (words[upper_end] & CLS_UPPERISH) != 0:
+                upper_end += 1
+                if (words[upper_end - 1] & CLS_LOWERISH) != 0:
+                    last_lowerish_end = upper_end
+            reach = max(reach, upper_end)
+            if (words[upper_end] & CLS_LOWERISH) != 0:
+                lower_end = upper_end + 1
+                while (words[lower_end] & CLS_LOWERISH) != 0:
+                    lower_end += 1
+            elif last_lowerish_end >= 0:
+                # Backtrack the UPPERISH run to its last char that is also
+                # LOWERISH; the char after it is not LOWERISH, so [LOWERISH]+
+                # matches that single char.
+                lower_end = last_lowerish_end
+            else:
+                continue
+            reach = max(reach, lower_end + 2)
+            j = lower_end + contraction_length(
+                words[lower_end], words[lower_end + 1], words[lower_end + 2]
+            )
+            break
+        # Alternative 2: [UPPERISH]+[LOWERISH]* contraction?
+        if j < 0:
+            for attempt in range(2):
+                start = i + 1 - attempt
+                if (attempt == 0 and not has_prefix) or (attempt == 1 and not letter_like):
+                    continue
+                if (words[start] & CLS_UPPERISH) == 0:
+                    continue
+                lower_end = start + 1
+                while (words[lower_end] & CLS_UPPERISH) != 0:
+                    lower_end += 1
+                while (words[lower_end] & CLS_LOWERISH) != 0:
+                    lower_end += 1
+                reach = max(reach, lower_end + 2)
+                j = lower_end + contraction_length(
+                    words[lower_end], words[lower_end + 1], words[lower_end + 2]
+                )
+                break
+        if j >= 0:
+            pass
+        elif (w & CLS_N) != 0:
+            # \p{N}{1,3}
+            j = i + 1
+            while j < i + 3 and (words[j] & CLS_N) != 0:
+                j += 1
+        elif (w & _NOT_OTHER) == 0 or ((w & CH_SPACE) != 0 and (words[i + 1] & _NOT_OTHER) == 0):
+            # ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+            j = i + 1 if (w & _NOT_OTHER) == 0 else i + 2
+            while (words[j] & _NOT_OTHER) == 0:
+                j += 1
+            while (words[j] & (CH_CRLF | CH_SLASH)) != 0:
+                j += 1
+        else:
+            # Whitespace run; note where \s*[\r\n]+ would backtrack to.
+            run_end = i
+            last_crlf_end = -1
+            while (words[run_end] & CLS_WS) != 0:
+                run_end += 1
+                if (words[run_end - 1] & CH_CRLF) != 0:
+                    last_crlf_end = run_end
+            reach = max(reach, run_end)
+            if last_crlf_end >= 0:  # \s*[\r\n]+
+                j = last_crlf_end
+            else:  # \s+(?!\S) or \s+
+                j = whitespace_lookahead_end(i, run_end, n_chars)
+        reach = max(reach, j)
+        if truncated and reach >= n_chars:
+            break
+        n_pieces += 1
+        piece_offsets[n_pieces] = char_offsets[j]
+        i = j
+    return n_pieces, i
+
+
+@njit(cache=True, nogil=True)
+def scan_batch(data, doc_offsets, pattern_id, stage1, stage2):
+    """Pre-token boundaries of every document of a batch.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]`` C-contiguous UTF-8 bytes of all documents.
+    doc_offsets : numpy.ndarray
+        ``int64[n_docs + 1]`` (``n_docs >= 0``) non-decreasing byte offsets
+        into ``data``; document ``d`` is ``data[doc_offsets[d]:doc_offsets[d + 1]]``.
+        Each document is matched as its own text (``$`` and lookaheads see
+        its end; a UTF-8 sequence cut by a document end is invalid).  Not
+        bounds-checked here: validate at the Python boundary.
+    pattern_id : int
+        0 = gpt2, 1 = cl100k, 2 = o200k.
+    stage1 : numpy.ndarray
+        ``uint16[4352]`` from ``fastbpe_nb.unicode_tables.load_class_table``.
+    stage2 : numpy.ndarray
+        ``uint16[n_unique_blocks * 256]`` from the same loader.
+
+    Returns
+    -------
+    piece_offsets : numpy.ndarray
+        ``int64[n_pieces + 1]``: piece ``k`` is
+        ``data[piece_offsets[k]:piece_offsets[k + 1]]``.
+        ``piece_offsets[0] == doc_offsets[0]`` and the pieces tile all
+        documents contiguously (``findall`` never skips a character for
+        these patterns); an empty document contributes no piece.
+    doc_piece_offsets : numpy.ndarray
+        ``int64[n_docs + 1]``: document ``d`` owns pieces
+        ``doc_piece_offsets[d]:doc_piece_offsets[d + 1]``;
+        ``doc_piece_offsets[n_docs] == n_pieces``.
+    """
+    return scan_batch_window(data, doc_offsets, pattern_id, stage1, stage2, WINDOW_BYTES)
+
+
+@njit(cache=True, nogil=True)
+def scan_batch_window(data, doc_offsets, pattern_id, stage1, stage2, window_bytes):
+    """:func:`scan_batch` with an explicit initial decode window.
+
+    Parameters
+    ----------
+    data, doc_offsets, pattern_id, stage1, stage2
+        As for :func:`scan_batch`.
+    window_bytes : int
+        Initial window size in bytes (``>= 1``); tests use tiny windows to
+        exercise the refill logic.
+
+    Returns
+    -------
+    piece_offsets, doc_piece_offsets : numpy.ndarray
+        As for :func:`scan_batch`.
+    """
+    if pattern_id < 0 or pattern_id > 2:
+        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
+    if window_bytes < 1:
+        raise ValueError("window_bytes must be positive")
+    n_docs = doc_offsets.shape[0] - 1
+    if n_docs < 0:
+        raise ValueError("doc_offsets must have at least one entry")
+    doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    # Every piece holds at least one byte, which bounds the piece count
+    # (pages of this buffer that are never written are never touched).
+    piece_offsets = np.empty(doc_offsets[n_docs] - doc_offsets[0] + 1, dtype=np.int64)
+    piece_offsets[0] = doc_offsets[0]
+    # Documents are decoded through a window of at most `window` bytes so the
+    # per-character buffers stay in cache; it doubles when one piece needs more.
+    window = window_bytes
+    words = np.empty(window + N_SENTINELS, dtype=np.uint32)
+    char_offsets = np.empty(window + 1, dtype=np.int64)
+    ascii_words = ascii_class_words(stage1, stage2)
+    n_pieces = 0
+    for d in range(n_docs):
+        doc_piece_offsets[d] = n_pieces
+        pos = doc_offsets[d]
+        end = doc_offsets[d + 1]
+        while pos < end:
+            stop = min(end, pos + window)
+            n_chars = decode_document(
+                data, pos, stop, end, stage1, stage2, ascii_words, words, char_offsets
+            )
+            truncated = char_offsets[n_chars] < end
+            if pattern_id == PATTERN_GPT2:
+                n_pieces, n_consumed = pieces_gpt2(
+                    data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
+                )
+            elif pattern_id == PATTERN_CL100K:
+                n_pieces, n_consumed = pieces_cl100k(
+                    data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
+                )
+            else:
+                n_pieces, n_consumed = pieces_o200k(
+                    data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
+                )
+            pos = char_offsets[n_consumed]
+            if n_consumed == 0:
+                # A single piece (or its lookahead) spans the whole window.
+                window *= 2
+                words = np.empty(window + N_SENTINELS, dtype=np.uint32)
+                char_offsets = np.empty(window + 1, dtype=np.int64)
+    doc_piece_offsets[n_docs] = n_pieces
+    return piece_offsets[: n_pieces + 1].copy(), doc_piece_offsets
