@@ -18,6 +18,7 @@ from .errors import (
     UnknownCharacterError,
     UnknownTokenError,
 )
+from .io.encode_files import encode_parquet, read_bin
 from .io.model_file import load
 from .pretokenize import NAMED_PATTERNS, split
 from .tokenizer import StreamDecoder, Tokenizer
@@ -38,6 +39,8 @@ __all__ = [
     "UnknownTokenError",
     "MemoryBudgetError",
     "count_to_file",
+    "encode_parquet",
+    "read_bin",
     "load",
     "split",
     "train",

@@ -182,8 +182,21 @@ def _load(path):
 
 def cmd_encode(args) -> int:
     tok = _load(args.model)
-    text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, allowed_special="all" if args.allow_special else ())
+    if args.output or args.count_only:
+        from .io.encode_files import encode_parquet
+
+        keep = [c for c in (args.keep_columns or "").split(",") if c]
+        report = encode_parquet(tok, args.inputs, args.output, column=args.column,
+                                format=args.format, dtype=args.dtype, keep_columns=keep,
+                                special=args.special, resume=args.resume,
+                                count_only=args.count_only, progress=_progress(args),
+                                num_threads=args.threads)
+        if not args.quiet:
+            print(json.dumps(report, indent=2))
+        return 0
+    text = " ".join(args.inputs) if args.inputs else sys.stdin.read()
+    ids = tok.encode(text, allowed_special="all" if args.special == "allow" else (),
+                     disallowed_special=() if args.special == "text" else "all")
     print(" ".join(map(str, ids)))
     return 0
 
@@ -249,10 +262,23 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_options(c)
     c.set_defaults(func=cmd_count)
 
-    e = sub.add_parser("encode", help="encode text (argument or stdin) to ids")
+    e = sub.add_parser("encode", help="encode Parquet/Arrow files (with -o) or a text to ids",
+                       description="With -o (or --count-only): the inputs are Parquet/Arrow "
+                       "files, globs or folders, encoded to an output folder. Without: the "
+                       "inputs are text (or stdin) and the ids are printed.")
     e.add_argument("--model", required=True)
-    e.add_argument("text", nargs="?")
-    e.add_argument("--allow-special", action="store_true")
+    e.add_argument("inputs", nargs="*")
+    e.add_argument("-o", "--output", help="output folder (one output per input file)")
+    e.add_argument("--column", default="text")
+    e.add_argument("--format", default="parquet", choices=["parquet", "bin"])
+    e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
+    e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
+    e.add_argument("--special", default="error", choices=["error", "allow", "text"],
+                   help="a special token in the text: error (default), its id, or plain text")
+    e.add_argument("--resume", action="store_true", help="skip inputs whose output is complete")
+    e.add_argument("--count-only", action="store_true", help="count tokens, write nothing")
+    e.add_argument("--threads", type=int)
+    e.add_argument("-q", "--quiet", action="store_true")
     e.set_defaults(func=cmd_encode)
 
     de = sub.add_parser("decode", help="decode ids to text")

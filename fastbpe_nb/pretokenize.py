@@ -87,6 +87,19 @@ def split(text: str, pattern: str | None = "gpt2", keep_gaps: bool = True) -> li
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, not {type(text).__name__}")
+    if uses_scanner(pattern) and len(text) > 64:
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = None  # lone surrogates: only the regex module can split this str
+        if raw is not None:
+            from ._scanner import scan_offsets
+
+            bounds, _ = scan_offsets(raw, None, pattern)
+            bounds = bounds.tolist()
+            if len(raw) == len(text):
+                return [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+            return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
     rx = compiled_pattern(pattern)
     if rx is None:
         return [text] if text else []
@@ -116,12 +129,27 @@ class SpecialTokenMatcher:
 
     def __init__(self, tokens):
         self.tokens = tuple(sorted(set(tokens), key=lambda t: (-len(t), t)))
+        prefixes = sorted({t[:2] for t in self.tokens})
+        if len(prefixes) > 32:
+            prefixes = sorted({t[:1] for t in self.tokens})
+        self._prefixes = tuple(prefixes)
         self._regex = (
             regex.compile("|".join(regex.escape(t) for t in self.tokens)) if self.tokens else None
         )
 
     def __bool__(self):
         return bool(self.tokens)
+
+    def maybe_in(self, text: str) -> bool:
+        """A fast filter: False guarantees that no token occurs in ``text``.
+
+        Special tokens usually share a few short prefixes (``<|``, ``[``); checking those
+        with ``str.__contains__`` is much cheaper than running the alternation regex,
+        whatever the number of tokens.
+        """
+        if not self.tokens:
+            return False
+        return any(p in text for p in self._prefixes)
 
     def finditer(self, text: str):
         """Yield ``(start, end, token)`` of every non-overlapping occurrence, leftmost first."""
@@ -155,3 +183,58 @@ def split_special(text: str, matcher: SpecialTokenMatcher):
     if pos < len(text):
         out.append((text[pos:], False))
     return out
+
+
+def uses_scanner(pattern) -> bool:
+    """True when ``pattern`` is one of the named patterns the Numba scanner implements."""
+    return isinstance(pattern, str) and pattern in NAMED_PATTERNS
+
+
+def piece_offsets(data, doc_offsets, pattern):
+    """Pre-token boundaries of a batch of documents given as UTF-8 bytes.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]``: the documents' bytes, concatenated (invalid UTF-8 allowed:
+        each invalid byte is one "other" character).
+    doc_offsets : numpy.ndarray
+        ``int64[n_docs + 1]``: document boundaries in ``data`` (validated by the caller).
+    pattern : str or None
+        A named pattern (Numba scanner), any other regex (``regex`` module), or None.
+
+    Returns
+    -------
+    piece_offsets : int64[n_pieces + 1]
+        Piece boundaries in ``data``; pieces tile every document (empty documents have none).
+    doc_piece_offsets : int64[n_docs + 1]
+        Index of each document's first piece.
+    """
+    import numpy as np
+
+    if uses_scanner(pattern):
+        from ._scanner import scan_offsets
+
+        return scan_offsets(data, doc_offsets, pattern)
+    n_docs = len(doc_offsets) - 1
+    if pattern is None:
+        lengths = np.diff(doc_offsets)
+        keep = lengths > 0
+        pieces = np.concatenate([doc_offsets[:1], doc_offsets[1:][keep]]).astype(np.int64)
+        doc_pieces = np.zeros(n_docs + 1, dtype=np.int64)
+        np.cumsum(keep, out=doc_pieces[1:])
+        return pieces, doc_pieces
+    raw = data.tobytes() if hasattr(data, "tobytes") else bytes(data)
+    bounds = [int(doc_offsets[0])]
+    doc_pieces = [0]
+    for d in range(n_docs):
+        start, end = int(doc_offsets[d]), int(doc_offsets[d + 1])
+        text = raw[start:end].decode("utf-8", "surrogateescape")
+        pos = start
+        count = 0
+        for piece in split(text, pattern):
+            pos += len(piece.encode("utf-8", "surrogateescape"))
+            bounds.append(pos)
+            count += 1
+        doc_pieces.append(doc_pieces[-1] + count)
+    return np.asarray(bounds, dtype=np.int64), np.asarray(doc_pieces, dtype=np.int64)

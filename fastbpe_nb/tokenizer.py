@@ -368,8 +368,77 @@ class Tokenizer:
                 self._matchers[tokens] = matcher
         return matcher
 
+    def _check_disallowed(self, text, disallowed_m, doc_index, batch):
+        hit = disallowed_m.first(text)
+        if hit is not None:
+            err = DisallowedSpecialTokenError(hit[1], hit[0])
+            if batch:
+                err.args = (f"document {doc_index}: {err.args[0]}",)
+                err.document = doc_index
+            raise err
+
     def _layout(self, texts, allowed: frozenset, disallowed: frozenset, text_offset_base=None):
-        """Pre-tokenize ``texts`` into the kernel's flat arrays (special tokens cut out first)."""
+        """Pre-tokenize ``texts`` into the kernel's flat arrays (special tokens cut out first).
+
+        Returns ``(data, piece_offsets, piece_special, doc_piece_offsets)``. Byte mode: the
+        documents are cut at allowed special tokens into segments, every segment's UTF-8
+        bytes go through one pre-tokenizer call as its own document, and each special
+        segment then becomes a single piece carrying its id.
+        """
+        if self.base == "chars":
+            return self._layout_chars(texts, allowed, disallowed, text_offset_base)
+        allowed_m = self._matcher(allowed) if allowed else None
+        disallowed_m = self._matcher(disallowed) if disallowed else None
+        batch = text_offset_base is not None
+        encoded = []
+        seg_special = []
+        doc_segments = [0]
+        for doc_index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"document {doc_index}: expected str, got {type(text).__name__}")
+            try:
+                raw = text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = clean_text(text)
+                raw = text.encode("utf-8")
+            if disallowed_m is not None and disallowed_m.maybe_in(text):
+                self._check_disallowed(text, disallowed_m, doc_index, batch)
+            if allowed_m is not None and allowed_m.maybe_in(text):
+                segments = pretokenize.split_special(text, allowed_m)
+                for segment, is_special in segments:
+                    encoded.append(segment.encode("utf-8"))
+                    seg_special.append(self.special_tokens[segment] if is_special else -1)
+                doc_segments.append(doc_segments[-1] + len(segments))
+            elif raw:
+                encoded.append(raw)
+                seg_special.append(-1)
+                doc_segments.append(doc_segments[-1] + 1)
+            else:
+                doc_segments.append(doc_segments[-1])
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        seg_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=seg_offsets[1:])
+        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_offsets, self.pattern)
+        seg_special = np.asarray(seg_special, dtype=np.int32).reshape(-1)
+        doc_segments = np.asarray(doc_segments, dtype=np.int64)
+        if not (seg_special >= 0).any():
+            special = np.full(len(pieces) - 1, -1, dtype=np.int32)
+            return data, pieces, special, seg_pieces[doc_segments]
+        # Collapse each special segment's pieces into one piece carrying the special id.
+        per_seg = np.diff(seg_pieces)
+        seg_of_piece = np.repeat(np.arange(len(per_seg)), per_seg)
+        is_first = np.zeros(len(pieces) - 1, dtype=bool)
+        is_first[seg_pieces[:-1][per_seg > 0]] = True
+        keep = (seg_special[seg_of_piece] < 0) | is_first
+        special = np.where(is_first, seg_special[seg_of_piece], -1)[keep].astype(np.int32)
+        new_pieces = np.append(pieces[:-1][keep], pieces[-1]).astype(np.int64)
+        kept_per_seg = np.bincount(seg_of_piece[keep], minlength=len(per_seg))
+        new_seg_pieces = np.zeros(len(per_seg) + 1, dtype=np.int64)
+        np.cumsum(kept_per_seg, out=new_seg_pieces[1:])
+        return data, new_pieces, special, new_seg_pieces[doc_segments]
+
+    def _layout_chars(self, texts, allowed: frozenset, disallowed: frozenset, text_offset_base=None):
+        """Char mode: the same arrays, with base symbol ids as the units."""
         allowed_m = self._matcher(allowed) if allowed else None
         disallowed_m = self._matcher(disallowed) if disallowed else None
         chunks = []  # bytes (byte mode) or int arrays (char mode), one per piece group
@@ -544,19 +613,96 @@ class Tokenizer:
         bounds = offsets.tolist()
         return [flat[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
 
-    def _encode_arrow(self, array, allowed, disallowed, n_threads):
+    def _encode_arrow(self, array, allowed, disallowed, n_threads, row_base=0):
+        """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
         import pyarrow as pa
 
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks() if array.num_chunks else pa.array([], pa.string())
-        if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
-            raise TypeError(f"expected a string array, got type {array.type}")
-        valid = array.is_valid().to_numpy(zero_copy_only=False)
-        texts = [t if t is not None else "" for t in array.to_pylist()]
-        ids, offsets = self._run(self._layout(texts, allowed, disallowed, 0), n_threads)
+        ids, offsets, valid = self._encode_arrow_flat(array, allowed, disallowed, n_threads, row_base)
         mask = None if valid.all() else pa.array(~valid)
+        list_type = pa.list_(pa.int32())
+        if offsets[-1] >= 2**31:
+            list_type = pa.large_list(pa.int32())
+            return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids), mask=mask)
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids),
-                                        mask=mask)
+                                        mask=mask, type=list_type)
+
+    def _encode_arrow_flat(self, array, allowed, disallowed, n_threads, row_base=0,
+                           dropout=0.0, seed=0):
+        """``(ids int32[n], offsets int64[rows+1], valid bool[rows])`` of a string array.
+
+        Byte mode reads the Arrow buffers directly: one pre-tokenizer call and one kernel
+        call, no per-row Python objects. Only rows that may hold a special token (a cheap
+        vectorised substring test on the tokens' prefixes) are looked at in Python: a
+        disallowed one raises naming its row; when allowed ones occur, the array takes the
+        general path.
+        """
+        from .io.arrow_text import string_chunks, text_buffers
+
+        (array,) = list(string_chunks(array))
+        data, doc_offsets, valid = text_buffers(array)
+        if self.base == "bytes":
+            candidates = self._special_candidate_rows(array, allowed | disallowed)
+            fast = True
+            if candidates.size:
+                allowed_m = self._matcher(allowed) if allowed else None
+                disallowed_m = self._matcher(disallowed) if disallowed else None
+                for row in candidates.tolist():
+                    text = array[row].as_py()
+                    if disallowed_m is not None and disallowed_m.first(text) is not None:
+                        hit = disallowed_m.first(text)
+                        err = DisallowedSpecialTokenError(hit[1], hit[0])
+                        err.args = (f"row {row_base + row}: {err.args[0]}",)
+                        err.row = row_base + row
+                        raise err
+                    if allowed_m is not None and allowed_m.first(text) is not None:
+                        fast = False
+            if fast:
+                pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern)
+                special = np.full(len(pieces) - 1, -1, dtype=np.int32)
+                ids, offsets = self._run((data, pieces, special, doc_pieces), n_threads,
+                                         dropout=dropout, seed=seed)
+                return ids, offsets, valid
+        texts = [t if t is not None else "" for t in array.to_pylist()]
+        ids, offsets = self._run(self._layout(texts, allowed, disallowed, row_base), n_threads,
+                                 dropout=dropout, seed=seed)
+        return ids, offsets, valid
+
+    def _special_candidate_rows(self, array, tokens: frozenset) -> np.ndarray:
+        """Rows that may contain one of ``tokens`` (a superset; empty when there are none)."""
+        if not tokens:
+            return np.zeros(0, dtype=np.int64)
+        import pyarrow.compute as pc
+
+        matcher = self._matcher(frozenset(tokens))
+        hit = None
+        for prefix in matcher._prefixes:
+            found = pc.fill_null(pc.match_substring(array, prefix), False)
+            hit = found if hit is None else pc.or_(hit, found)
+        return np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+
+    def count_tokens(self, texts, allowed_special=(), disallowed_special="all", num_threads=None):
+        """Number of tokens of a str (an int) or of each document of a batch (an int64 array).
+
+        Cost and context budgeting: the ids are never turned into Python objects.
+        """
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        n_threads = num_threads or os.cpu_count() or 1
+        if isinstance(texts, str):
+            _, offsets = self._run(self._layout([texts], allowed, disallowed))
+            return int(offsets[-1])
+        if _is_arrow(texts):
+            from .io.arrow_text import string_chunks
+
+            counts = [np.diff(self._encode_arrow_flat(chunk, allowed, disallowed, n_threads)[1])
+                      for chunk in string_chunks(texts)]
+            return np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+        texts = list(texts)
+        if not texts:
+            return np.zeros(0, dtype=np.int64)
+        _, offsets = self._run(self._layout(texts, allowed, disallowed, 0), n_threads)
+        return np.diff(offsets)
 
     # ---------------------------------------------------------------- decoding
     def _check_ids(self, ids):

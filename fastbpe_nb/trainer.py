@@ -412,7 +412,12 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
             raise TrainingError(f"{files[0]} was counted with pattern {meta.get('pattern')!r}, "
                                 f"not {options['pattern']!r}")
         options["pattern"] = meta.get("pattern")
-        options.setdefault("special_tokens", meta.get("special_tokens", ()))
+        counted_specials = list(meta.get("special_tokens", ()))
+        given = list(options.get("special_tokens") or ())
+        if given and given != counted_specials:
+            raise TrainingError(f"{files[0]} was counted with special tokens {counted_specials}, "
+                                f"not {given}: they decide what text was cut out")
+        options["special_tokens"] = counted_specials
         opts = TrainOptions.make(vocab_size, **options)
         report["counts_file"] = files[0]
     else:

@@ -97,3 +97,31 @@ def test_cli_errors_are_clean(tmp_path):
 def test_cli_demo_runs():
     out = cli("demo", "--max-mb", "2", "--vocab-size", "600")
     assert "decoded back identical" in out.stdout
+
+
+def test_cli_count_train_from_counts_and_encode_files(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    docs = ["the cat sat on the mat", None, "Привет мир, the cat", "x <|endoftext|> y"] * 10
+    pq.write_table(pa.table({"text": docs}), tmp_path / "d.parquet", row_group_size=7)
+    counts = tmp_path / "c.arrow"
+    out = cli("count", str(tmp_path / "d.parquet"), "-o", str(counts), "--special", "<|endoftext|>")
+    assert "unique words" in out.stdout
+    model = tmp_path / "m.json"
+    cli("train", "--from-counts", str(counts), "-o", str(model), "--vocab-size", "290", "-q")
+    tok = fb.load(model)
+    assert tok.special_tokens == {"<|endoftext|>": tok.n_regular}
+    same = fb.train([d for d in docs if d], vocab_size=290, special_tokens=["<|endoftext|>"])
+    assert tok.vocab == same.vocab
+    # Encoding: the default policy refuses the special token and names the file and row.
+    bad = cli("encode", "--model", str(model), str(tmp_path / "d.parquet"), "-o",
+              str(tmp_path / "o"), "-q", check=False)
+    assert bad.returncode == 2 and "d.parquet" in bad.stderr and "row 3" in bad.stderr
+    cli("encode", "--model", str(model), str(tmp_path / "d.parquet"), "-o", str(tmp_path / "o"),
+        "--special", "allow", "--format", "bin", "-q")
+    ids, index = fb.read_bin(tmp_path / "o" / "d.bin")
+    assert len(index) == 31 and tok.decode(ids[index[0] : index[1] - 1].tolist()) == docs[0]
+    counted = cli("encode", "--model", str(model), str(tmp_path / "d.parquet"), "--count-only",
+                  "--special", "text")
+    assert json.loads(counted.stdout)["tokens"] == sum(
+        len(tok.encode_ordinary(d)) for d in docs if d is not None)

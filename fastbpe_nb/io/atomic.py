@@ -6,6 +6,8 @@ import contextlib
 import os
 import tempfile
 
+from ..errors import FastBPEError
+
 
 @contextlib.contextmanager
 def atomic_write(path, mode="wb"):
@@ -26,6 +28,7 @@ def atomic_write(path, mode="wb"):
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and not getattr(exc, "filename", None):
+        if (isinstance(exc, OSError) and not isinstance(exc, FastBPEError)
+                and not getattr(exc, "filename", None)):
             raise OSError(exc.errno, f"{exc.strerror or exc} while writing", path) from exc
         raise
