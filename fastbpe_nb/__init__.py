@@ -19,6 +19,7 @@ from .errors import (
     UnknownTokenError,
 )
 from .io.encode_files import encode_parquet, read_bin
+from .io.interop import from_huggingface, from_tiktoken
 from .io.model_file import load
 from .pretokenize import NAMED_PATTERNS, split
 from .tokenizer import StreamDecoder, Tokenizer
@@ -40,6 +41,8 @@ __all__ = [
     "MemoryBudgetError",
     "count_to_file",
     "encode_parquet",
+    "from_huggingface",
+    "from_tiktoken",
     "read_bin",
     "load",
     "split",

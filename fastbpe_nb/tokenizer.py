@@ -751,6 +751,18 @@ class Tokenizer:
 
         save_model(self, path)
 
+    def to_tiktoken(self, path) -> None:
+        """Write the regular tokens as a tiktoken ``.tiktoken`` ranks file (rank = id)."""
+        from .io.interop import to_tiktoken
+
+        to_tiktoken(self, path)
+
+    def to_huggingface(self, path) -> None:
+        """Write a Hugging Face ``tokenizer.json`` (byte mode, merge_mode="pairs")."""
+        from .io.interop import to_huggingface
+
+        to_huggingface(self, path)
+
 
 def _is_arrow(obj) -> bool:
     module = type(obj).__module__ or ""

@@ -1,0 +1,232 @@
+"""tiktoken's ``.tiktoken`` ranks file: one ``base64(token_bytes) rank`` line per token.
+
+The file lists the *regular* tokens only, ranked 0..n-1 (tiktoken's id of a token is its
+rank). It stores neither the pre-tokenization pattern nor the special tokens: the caller
+names them when loading (``pattern=``, ``special_tokens=``).
+
+Loading recovers a merge list from the ranks the way tiktoken's own encoder would build
+each token: encode the token's bytes with tiktoken's algorithm using only the ranks below
+the token's own; the two parts it ends with are the token's merge. (This is also how
+``transformers`` converts tiktoken files to Hugging Face merges.) A token that does not end
+in exactly two parts can never be produced by tiktoken except as a whole pre-token; such a
+file is rejected as unsupported. The tokenizer comes back with ``merge_mode="ranks"``,
+which is tiktoken's exact encoding rule, and with ``byte_order`` set when the file does not
+give byte ``b`` rank ``b``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from .atomic import atomic_write
+
+_RANK = re.compile(rb"-?[0-9]+")
+
+
+def tiktoken_bytes(tok) -> bytes:
+    """The ``.tiktoken`` file contents of ``tok``'s regular tokens (rank = id)."""
+    if tok.base != "bytes":
+        raise ValueError("a tiktoken file holds byte-level tokens: a char-mode tokenizer "
+                         "(base='chars') cannot be written as one")
+    b64 = base64.b64encode
+    lines = [b64(t) + b" " + str(i).encode("ascii") for i, t in enumerate(tok.vocab[: tok.n_regular])]
+    return b"\n".join(lines) + b"\n"
+
+
+def save_tiktoken(tok, path) -> None:
+    """Write ``tok``'s regular tokens as a ``.tiktoken`` ranks file (atomically).
+
+    Special tokens and the pattern are not part of the format: pass them to
+    ``tiktoken.Encoding`` (or to :func:`load_tiktoken`) yourself. tiktoken encodes with the
+    rank-keyed rule; it agrees with a ``merge_mode="pairs"`` tokenizer on every vocabulary
+    trained by BPE (see ``Tokenizer``'s ``merge_mode``).
+    """
+    data = tiktoken_bytes(tok)
+    with atomic_write(path) as f:
+        f.write(data)
+
+
+def parse_ranks(data: bytes, source=None) -> tuple[list[bytes], list[int]]:
+    """Validate a ranks file; return ``(tokens by rank, line number of each rank)``."""
+    if not data.strip():
+        raise ModelFormatError("the file is empty (expected 'base64 rank' lines)", source)
+    rank_of: dict[bytes, int] = {}
+    line_of_rank: dict[int, int] = {}
+    b64decode = base64.b64decode
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}"
+        fields = line.split()
+        if len(fields) != 2:
+            raise ModelFormatError(
+                f"expected 'base64_token rank', got {len(fields)} field(s): {line[:60]!r}"
+                " (truncated file?)", source, where)
+        token_b64, rank_s = fields
+        try:
+            token = b64decode(token_b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise ModelFormatError(f"invalid base64 token {token_b64[:60]!r}", source, where) from None
+        if not token:
+            raise ModelFormatError("empty token", source, where)
+        if not rank_s.isdigit():  # ASCII digits only (bytes.isdigit)
+            if _RANK.fullmatch(rank_s):
+                raise ModelFormatError(f"negative rank {int(rank_s)}", source, where)
+            raise ModelFormatError(f"rank {rank_s[:30]!r} is not an integer", source, where)
+        rank = int(rank_s)
+        if rank in line_of_rank:
+            raise ModelFormatError(f"rank {rank} is given twice (first on line {line_of_rank[rank]})",
+                                   source, where)
+        if token in rank_of:
+            first = line_of_rank[rank_of[token]]
+            raise ModelFormatError(f"token {token!r:.60} is given twice (first on line {first})",
+                                   source, where)
+        rank_of[token] = rank
+        line_of_rank[rank] = lineno
+    n = len(rank_of)
+    if max(line_of_rank) != n - 1:
+        # n distinct ranks that are not 0..n-1: some rank is >= n; name the first such line.
+        missing = next(r for r in range(n) if r not in line_of_rank)
+        line, bad = min((ln, r) for r, ln in line_of_rank.items() if r >= n)
+        raise ModelFormatError(
+            f"rank {bad} is out of range: the {n} tokens must have ranks 0..{n - 1} without "
+            f"gaps (rank {missing} is missing)", source, f"line {line}")
+    tokens = [b""] * n
+    for token, rank in rank_of.items():
+        tokens[rank] = token
+    for b in range(256):
+        rank = rank_of.get(bytes([b]))
+        if rank is None:
+            raise ModelFormatError(f"the single byte 0x{b:02x} has no rank (every byte needs one)",
+                                   source, "single bytes")
+        if rank >= 256:
+            raise ModelFormatError(
+                f"the single byte 0x{b:02x} has rank {rank}; the 256 single bytes must hold "
+                "ranks 0..255 (fastbpe_nb's layout: bytes, then merged tokens)",
+                source, f"line {line_of_rank[rank]}")
+    lines = [line_of_rank[r] for r in range(n)]
+    return tokens, lines
+
+
+def _last_merge(token: bytes, rank_of: dict, max_rank: int) -> list[int]:
+    """tiktoken's byte_pair_merge of ``token`` using only ranks < ``max_rank``.
+
+    Returns the part boundaries (``[0, ..., len(token)]``); the leftmost lowest rank merges
+    first. A pair whose rank is ``>= max_rank`` (or absent) never merges. Stops at two parts:
+    the only pair left is then the token itself, which is excluded.
+    """
+    n = len(token)
+    starts = list(range(n + 1))
+    get = rank_of.get
+    rk = [get(token[i : i + 2], max_rank) for i in range(n - 1)]
+    while len(starts) > 3:
+        m = min(rk)
+        if m >= max_rank:
+            break
+        i = rk.index(m)
+        del starts[i + 1]
+        del rk[i]
+        # rk[i] is now the pair (part i, part i+1) of the new parts; rk[i-1] is (i-1, i).
+        if i < len(rk):
+            rk[i] = get(token[starts[i] : starts[i + 2]], max_rank)
+        if i > 0:
+            rk[i - 1] = get(token[starts[i - 1] : starts[i + 1]], max_rank)
+    return starts
+
+
+def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
+    """The merge (left rank, right rank) of every token of rank >= 256, in rank order."""
+    rank_of = {t: r for r, t in enumerate(tokens)}
+    n = len(tokens)
+    merges = np.empty((n - 256, 2), dtype=np.int64)
+    get = rank_of.get
+    for r in range(256, n):
+        token = tokens[r]
+        size = len(token)
+        if size == 2:
+            cut = 1
+        elif size == 3:  # inline: two pairs, the lower rank (leftmost on a tie) merges first
+            r1 = get(token[:2], r)
+            r2 = get(token[1:], r)
+            cut = 0 if r1 >= r and r2 >= r else (2 if r1 <= r2 else 1)
+        else:
+            starts = _last_merge(token, rank_of, r)
+            cut = starts[1] if len(starts) == 3 else 0
+        if not cut:
+            starts = _last_merge(token, rank_of, r)
+            parts = [token[a:b] for a, b in zip(starts, starts[1:])]
+            raise ModelFormatError(
+                f"token {token!r:.80} (rank {r}) cannot be reached by merging: tiktoken's "
+                f"algorithm with the lower ranks ends in {len(parts)} parts "
+                f"{parts[:6]!r:.200}, not 2 (such a vocabulary is not supported)",
+                source, f"line {lines[r]}" if lines else f"rank {r}")
+        merges[r - 256, 0] = rank_of[token[:cut]]
+        merges[r - 256, 1] = rank_of[token[cut:]]
+    return merges
+
+
+def tokenizer_from_ranks(tokens: list[bytes], pattern, special_tokens=None, source=None,
+                         lines=None):
+    """A ``merge_mode="ranks"`` Tokenizer whose ids are the ranks of ``tokens``."""
+    from ..tokenizer import Tokenizer
+
+    n = len(tokens)
+    specials = _check_specials(special_tokens, n, source)
+    merges = recover_merges(tokens, source, lines)
+    byte_order = [tokens[r][0] for r in range(256)]
+    tok = Tokenizer(merges, pattern=pattern, special_tokens=specials, byte_order=byte_order,
+                    merge_mode="ranks", _source=source)
+    expected = np.arange(256, n, dtype=np.int32)
+    if tok.n_regular != n or not np.array_equal(tok.merge_ids, expected):
+        k = next((k for k in range(min(len(tok.merge_ids), n - 256))
+                  if tok.merge_ids[k] != 256 + k), 0)
+        raise ModelFormatError(
+            f"the recovered merges do not give each token its rank: merge {k} makes id "
+            f"{int(tok.merge_ids[k]) if len(tok.merge_ids) else None}, expected {256 + k}",
+            source, f"line {lines[256 + k]}" if lines else f"rank {256 + k}")
+    if tok.vocab[:n] != tokens:  # cannot happen after the check above; cheap insurance
+        raise ModelFormatError("the recovered merges do not rebuild the vocabulary", source)
+    return tok
+
+
+def _check_specials(special_tokens, n_regular: int, source):
+    if special_tokens is None:
+        return {}
+    if isinstance(special_tokens, dict):
+        ids = sorted(special_tokens.values())
+        if ids != list(range(n_regular, n_regular + len(ids))):
+            raise ValueError(
+                f"special token ids must be {n_regular}..{n_regular + len(ids) - 1}, right after "
+                f"the {n_regular} ranks of {source or 'the file'} (fastbpe_nb numbers special tokens "
+                f"after the regular tokens), got {ids[:5]}{'...' if len(ids) > 5 else ''}")
+    return special_tokens
+
+
+def load_tiktoken(path, pattern, special_tokens=None):
+    """Load a ``.tiktoken`` ranks file as a Tokenizer (``merge_mode="ranks"``).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The ranks file (``base64(token) rank`` per line, ranks 0..n-1).
+    pattern : str or None
+        The pre-tokenization pattern the vocabulary was made for (``"cl100k"``, ``"o200k"``,
+        ``"gpt2"``, a regex string, or None). The file does not record it, so it must be
+        given: a wrong pattern would silently give other ids than tiktoken.
+    special_tokens : dict or sequence of str, optional
+        ``{token: id}`` with ids right after the last rank (ValueError otherwise), or
+        strings numbered from there.
+
+    Raises ModelFormatError naming the path and ``line N`` for a malformed file.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    tokens, lines = parse_ranks(data, path)
+    return tokenizer_from_ranks(tokens, pattern, special_tokens, path, lines)
