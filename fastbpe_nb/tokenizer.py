@@ -32,6 +32,19 @@ LONG_PIECE = 48
 CACHE_BITS = 12
 
 
+#: Unicode normalization forms a tokenizer may apply before encoding (None: identity).
+NORMALIZATIONS = (None, "NFC", "NFKC")
+
+
+def normalize(text: str, form) -> str:
+    """``text`` in normalization ``form`` (None leaves it unchanged)."""
+    if form is None:
+        return text
+    import unicodedata
+
+    return unicodedata.normalize(form, text)
+
+
 def utf8(text: str) -> bytes:
     """UTF-8 bytes of ``text``; lone surrogates become U+FFFD (they have no UTF-8 form)."""
     return clean_text(text).encode("utf-8")
@@ -160,6 +173,11 @@ class Tokenizer:
     byte_order : sequence of 256 ints, optional
         Byte mode: the byte value of each base id 0..255 (tiktoken files may number the
         single bytes in another order). Default: id = byte value.
+    normalization : {None, "NFC", "NFKC"}
+        Unicode normalization applied to text before encoding (and in training). None (the
+        default) is the identity: ``decode(encode(t)) == t`` for every text. With a form,
+        the round trip gives ``unicodedata.normalize(form, t)``: lossless up to
+        normalization, which NFKC makes visible (e.g. "ﬁ" comes back as "fi").
     merge_mode : {"pairs", "ranks"}
         ``pairs`` (ours, Hugging Face's): merge the adjacent pair with the lowest *merge*
         rank. ``ranks`` (tiktoken's): a piece that is a token is that token; otherwise
@@ -169,11 +187,14 @@ class Tokenizer:
 
     def __init__(self, merges=(), pattern="gpt2", special_tokens=(), *, base="bytes",
                  alphabet=None, end_of_word=None, tie_break=None, merge_counts=None,
-                 byte_order=None, merge_mode="pairs", _source=None):
+                 byte_order=None, merge_mode="pairs", normalization=None, _source=None):
         if base not in ("bytes", "chars"):
             raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
         if merge_mode not in ("pairs", "ranks"):
             raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {merge_mode!r}")
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, not {normalization!r}")
+        self.normalization = normalization
         if merge_mode == "ranks" and base != "bytes":
             raise ValueError("merge_mode='ranks' (tiktoken's rule) needs base='bytes'")
         merges = np.asarray(merges if len(merges) else np.zeros((0, 2)), dtype=np.int64)
@@ -314,6 +335,7 @@ class Tokenizer:
             and self.alphabet == other.alphabet and self.end_of_word == other.end_of_word
             and self.special_tokens == other.special_tokens
             and self.byte_order == other.byte_order and self.merge_mode == other.merge_mode
+            and self.normalization == other.normalization
             and np.array_equal(self.merges, other.merges)
         )
 
@@ -396,6 +418,8 @@ class Tokenizer:
         for doc_index, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"document {doc_index}: expected str, got {type(text).__name__}")
+            if self.normalization is not None:
+                text = normalize(clean_text(text), self.normalization)
             try:
                 raw = text.encode("utf-8")
             except UnicodeEncodeError:
@@ -448,7 +472,7 @@ class Tokenizer:
         for doc_index, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"document {doc_index}: expected str, got {type(text).__name__}")
-            text = clean_text(text)
+            text = normalize(clean_text(text), self.normalization)
             if disallowed_m is not None:
                 hit = disallowed_m.first(text)
                 if hit is not None:
@@ -642,7 +666,7 @@ class Tokenizer:
 
         (array,) = list(string_chunks(array))
         data, doc_offsets, valid = text_buffers(array)
-        if self.base == "bytes":
+        if self.base == "bytes" and self.normalization is None:
             candidates = self._special_candidate_rows(array, allowed | disallowed)
             fast = True
             if candidates.size:

@@ -40,6 +40,13 @@ def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collection
     return counter
 
 
+def _normalized(texts, form):
+    from .tokenizer import normalize
+
+    for text in _iter_texts(texts):
+        yield normalize(clean_text(text), form) if isinstance(text, str) else text
+
+
 def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_bytes=16 << 20):
     """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches."""
     from .counting import WordCounter
@@ -200,6 +207,7 @@ class TrainOptions:
     max_token_length: int | None
     progress: bool
     num_threads: int | None
+    normalization: str | None = None
 
     @classmethod
     def make(cls, vocab_size=None, *, pattern="default", special_tokens=(), tie_break="ids",
@@ -209,8 +217,8 @@ class TrainOptions:
             raise ValueError(f"tie_break must be one of {TIE_RULES}, not {tie_break!r}")
         if base not in ("bytes", "chars"):
             raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
-        if normalization is not None:
-            raise NotImplementedError("normalization is not implemented yet; use normalization=None")
+        if normalization not in (None, "NFC", "NFKC"):
+            raise ValueError(f"normalization must be None, 'NFC' or 'NFKC', not {normalization!r}")
         if vocab_size is None and num_merges is None:
             vocab_size = DEFAULT_VOCAB_SIZE
         for name, value in (("vocab_size", vocab_size), ("num_merges", num_merges),
@@ -226,7 +234,8 @@ class TrainOptions:
         pretokenize.compiled_pattern(pattern)
         special_tokens = list(dict.fromkeys(special_tokens))
         return cls(vocab_size, pattern, special_tokens, tie_break, base, end_of_word,
-                   num_merges, min_frequency, max_token_length, progress, num_threads)
+                   num_merges, min_frequency, max_token_length, progress, num_threads,
+                   normalization)
 
 
 def peak_rss_bytes() -> int:
@@ -266,7 +275,8 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
     )
     tok = Tokenizer(merges, pattern=opts.pattern, special_tokens=opts.special_tokens,
                     base=opts.base, alphabet=alphabet, end_of_word=opts.end_of_word,
-                    tie_break=opts.tie_break, merge_counts=merge_counts)
+                    tie_break=opts.tie_break, merge_counts=merge_counts,
+                    normalization=opts.normalization)
     if not np.array_equal(tok.merge_ids, merge_ids):  # the kernel and the model must agree
         raise AssertionError("internal error: kernel merge ids differ from the derived vocabulary")
     if report is not None:
@@ -318,6 +328,8 @@ def train(texts, vocab_size=None, *, return_report=False, **options):
     t0 = time.perf_counter()
     opts = TrainOptions.make(vocab_size, **options)
     report = {"documents": None}
+    if opts.normalization is not None and not isinstance(texts, dict):
+        texts = _normalized(texts, opts.normalization)
     if isinstance(texts, dict):
         symbols, offsets, counts, alphabet = word_table(texts, opts.base, opts.end_of_word)
     elif opts.base == "chars":
@@ -424,6 +436,9 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
         opts = TrainOptions.make(vocab_size, **options)
         if opts.base != "bytes":
             raise TrainingError("train_files supports base='bytes' (use train() for char mode)")
+        if opts.normalization is not None:
+            raise TrainingError("train_files does not normalize yet: use train() with "
+                                "normalization=, or normalize the corpus first")
         counter, stats = count_files(files, column, pattern=opts.pattern,
                                      special_tokens=opts.special_tokens,
                                      num_threads=opts.num_threads, on_bad_input=on_bad_input,

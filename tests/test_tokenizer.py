@@ -259,3 +259,28 @@ def test_byte_order_permutation(tmp_path):
     assert fb.load(tmp_path / "p.json") == tok
     with pytest.raises(fb.ModelFormatError, match="byte_order"):
         fb.Tokenizer([], byte_order=[0] * 256)
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFKC"])
+def test_normalization(form, tmp_path):
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", "Café ﬁne Ｆｕｌｌ ½")
+    docs = [nfd * 5, "plain text " * 5]
+    tok = fb.train(docs, vocab_size=300, normalization=form)
+    assert tok.normalization == form
+    assert tok.decode(tok.encode(nfd)) == unicodedata.normalize(form, nfd)
+    assert tok.encode(nfd) == tok.encode(unicodedata.normalize(form, nfd))
+    tok.save(tmp_path / "n.json")
+    loaded = fb.load(tmp_path / "n.json")
+    assert loaded == tok and loaded.encode(nfd) == tok.encode(nfd)
+    pa = pytest.importorskip("pyarrow")
+    assert tok.encode_batch(pa.array([nfd])).to_pylist() == [tok.encode(nfd)]
+
+
+def test_no_normalization_is_lossless_for_nfc_and_nfd():
+    import unicodedata
+
+    tok = fb.train(SAMPLE, vocab_size=300)
+    for text in ("Café", unicodedata.normalize("NFD", "Café"), "ﬁ", "Å Å"):
+        assert tok.decode(tok.encode(text)) == text

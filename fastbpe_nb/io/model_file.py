@@ -59,7 +59,7 @@ def model_to_json(tok) -> str:
         "end_of_word": tok.end_of_word,
         "alphabet": tok.alphabet,
         "tie_break": tok.tie_break,
-        "normalization": None,
+        "normalization": tok.normalization,
         "byte_order": tok.byte_order,
         "merge_mode": tok.merge_mode,
     }
@@ -144,9 +144,10 @@ def parse_model(text_bytes: bytes, source=None):
     tie_break = doc.get("tie_break")
     if tie_break is not None and tie_break not in _TIE_RULES:
         raise ModelFormatError(f"unknown tie_break {tie_break!r}", source, "tie_break")
-    if doc.get("normalization") is not None:
-        raise ModelFormatError(f"normalization {doc['normalization']!r} is not supported",
-                               source, "normalization")
+    normalization = doc.get("normalization")
+    if normalization not in (None, "NFC", "NFKC"):
+        raise ModelFormatError(f"normalization {normalization!r} is not supported (null, NFC, "
+                               "NFKC)", source, "normalization")
     merge_mode = doc.get("merge_mode", "pairs")
     if merge_mode not in ("pairs", "ranks"):
         raise ModelFormatError(f"unknown merge_mode {merge_mode!r}", source, "merge_mode")
@@ -214,7 +215,7 @@ def parse_model(text_bytes: bytes, source=None):
         tok = Tokenizer(merges_arr, pattern=pattern, special_tokens={}, base=base,
                         alphabet=alphabet if base == "chars" else None,
                         end_of_word=end_of_word, tie_break=tie_break, byte_order=byte_order,
-                        merge_mode=merge_mode, _source=source)
+                        merge_mode=merge_mode, normalization=normalization, _source=source)
     except ModelFormatError:
         raise
     except ValueError as exc:
