@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all test-nojit bench clean
+.PHONY: demo test test-all test-nojit bench bench-history compare clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,27 @@ test-all: $(STAMP)
 test-nojit: $(STAMP)
 	NUMBA_DISABLE_JIT=1 $(PY) -m pytest -n 2 -q -m "not slow"
 
+ASV := cd benchmarks && ../$(VENV)/bin/asv
+N ?= 5
+
+# The asv suite against the working tree (a few minutes), results under .asv/.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
-	cd benchmarks && ../$(VENV)/bin/asv machine --yes >/dev/null && ../$(VENV)/bin/asv run --python=same --quick --show-stderr --set-commit-hash=$$(git rev-parse HEAD)
+	$(ASV) machine --yes >/dev/null
+	$(ASV) run --python=same --quick --show-stderr --set-commit-hash=$$(git rev-parse HEAD)
+	$(ASV) publish
+
+# The suite over the last N commits (each built in its own virtualenv), then the HTML report.
+bench-history: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(ASV) machine --yes >/dev/null
+	$(ASV) run --quick --show-stderr --skip-existing-commits HEAD~$(N)..HEAD
+	$(ASV) publish
+	@echo "report: .asv/html/index.html (view with: cd benchmarks && ../$(VENV)/bin/asv preview)"
+
+# Us against the peers on one machine, one run (the README's performance table).
+compare: $(STAMP)
+	$(PY) benchmarks/compare_peers.py
 
 clean:
 	rm -rf $(VENV) .asv .pytest_cache .hypothesis build *.egg-info

@@ -153,3 +153,27 @@ def test_count_only(tok, tmp_path):
     write(tmp_path / "in.parquet", DOCS[:40])
     report = fb.encode_parquet(tok, tmp_path / "in.parquet", None, count_only=True)
     assert report["tokens"] == sum(len(tok.encode(d)) for d in DOCS[:40])
+
+
+def test_row_slices():
+    from fastbpe_nb.io.arrow_text import row_slices
+
+    offsets = np.array([0, 5, 10, 30, 31, 32, 100], dtype=np.int64)
+    assert row_slices(offsets, 10) == [(0, 2), (2, 3), (3, 5), (5, 6)]
+    assert row_slices(offsets, 1000) == [(0, 6)]
+    assert row_slices(np.array([0], dtype=np.int64), 10) == []
+
+
+def test_big_row_groups_are_sliced_without_changing_rows(tok, tmp_path, monkeypatch):
+    import fastbpe_nb.io.arrow_text as arrow_text
+
+    docs = DOCS * 3 + [None] * 3
+    write(tmp_path / "in.parquet", docs, row_group_size=len(docs))
+    monkeypatch.setattr(arrow_text, "SLICE_BYTES", 300)
+    fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o")
+    table = pq.read_table(tmp_path / "o" / "in.parquet")
+    assert pq.ParquetFile(tmp_path / "o" / "in.parquet").metadata.num_row_groups > 10
+    assert table.column("ids").to_pylist() == [None if d is None else tok.encode(d) for d in docs]
+    # Training reads the same sliced batches: the model does not change.
+    assert fb.train_files([tmp_path / "in.parquet"], vocab_size=300).vocab == fb.train(
+        [d for d in docs if d], vocab_size=300).vocab

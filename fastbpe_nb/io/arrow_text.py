@@ -39,3 +39,28 @@ def text_buffers(array):
     data = np.frombuffer(buffers[2], dtype=np.uint8)
     start, end = int(offsets[0]), int(offsets[-1])
     return data[start:end], offsets - start, valid
+
+
+#: Text bytes per kernel call when a batch is cut into slices: bounds the memory of one
+#: call (pre-token offsets, ids and counting tables take about 10-15 bytes per text byte).
+SLICE_BYTES = 8 << 20
+
+
+def row_slices(offsets: np.ndarray, max_bytes: int | None = None) -> list[tuple[int, int]]:
+    """Cut rows ``0 .. len(offsets)-2`` into consecutive ranges of about ``max_bytes`` text.
+
+    ``offsets`` are the rows' byte offsets (``int64[rows + 1]``). A single row longer than
+    ``max_bytes`` gets a range of its own (rows are never split). Default: ``SLICE_BYTES``.
+    """
+    if max_bytes is None:
+        max_bytes = SLICE_BYTES
+    n = len(offsets) - 1
+    out = []
+    start = 0
+    while start < n:
+        limit = offsets[start] + max_bytes
+        end = int(np.searchsorted(offsets, limit, side="right")) - 1
+        end = min(max(end, start + 1), n)
+        out.append((start, end))
+        start = end
+    return out

@@ -181,14 +181,16 @@ def _column_of(table_or_batch, column: str, path: str, where: str):
 
 
 def _arrow_batches(array, stats: ReadStats):
-    from .arrow_text import string_chunks, text_buffers
+    """Batches of a string column, sliced so that one batch holds at most ~8 MB of text."""
+    from .arrow_text import row_slices, string_chunks, text_buffers
 
     for chunk in string_chunks(array):
         stats.documents += len(chunk) - chunk.null_count
         stats.null_rows += chunk.null_count
         data, offsets, valid = text_buffers(chunk)
         stats.bytes_read += int(offsets[-1])
-        yield data, offsets
+        for r0, r1 in row_slices(offsets):
+            yield data[offsets[r0] : offsets[r1]], offsets[r0 : r1 + 1] - offsets[r0]
 
 
 def read_parquet(path: str, column: str, stats: ReadStats):

@@ -49,12 +49,16 @@ def _row_batches(path: str, columns: list[str]):
                 raise CorpusReadError(f"{path}: no column {missing[0]!r} (columns: {names})")
             row = 0
             for rg in range(pf.num_row_groups):
+                # Stream each row group in record batches: a huge row group is never
+                # decoded whole (bounded memory whatever the writer chose).
                 try:
-                    table = pf.read_row_group(rg, columns=columns)
+                    for batch in pf.iter_batches(batch_size=1024, row_groups=[rg], columns=columns):
+                        yield row, pa.Table.from_batches([batch])
+                        row += batch.num_rows
+                except CorpusReadError:
+                    raise
                 except Exception as exc:
                     raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
-                yield row, table
-                row += table.num_rows
         elif kind == "arrow":
             source = pa.memory_map(path, "r")
             try:
@@ -216,10 +220,8 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
         if not count_only:
             ctx = atomic_write(outs[0])
             f = ctx.__enter__()
-        for row0, table in _row_batches(path, columns):
+        for row0, table in _slices(_row_batches(path, columns), column, path):
             col = table.column(column)
-            if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-                raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
             col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
             try:
                 ids, offsets, valid = tok._encode_arrow_flat(col, allowed, disallowed, n_threads,
@@ -292,6 +294,27 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
         if ctx is not None:
             ctx.__exit__(type(exc), exc, exc.__traceback__)
         raise
+
+
+def _slices(batches, column, path):
+    """Cut each row group into consecutive row ranges of at most ~8 MB of text (SLICE_BYTES).
+
+    Memory then stays bounded by the slice, not by the input's row-group size (one
+    encoder call needs about 10-15 bytes per text byte). Output row groups follow the
+    slices; rows keep their order.
+    """
+    import pyarrow as pa
+
+    from .arrow_text import row_slices, text_buffers
+
+    for row0, table in batches:
+        col = table.column(column)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
+        combined = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        _, offsets, _ = text_buffers(combined)
+        for r0, r1 in row_slices(offsets):
+            yield row0 + r0, table.slice(r0, r1 - r0)
 
 
 def _text_bytes(col) -> int:
