@@ -109,10 +109,13 @@ class WordCounter:
 
             n_threads = numba.get_num_threads()
         n_blocks = max(1, min(4 * n_threads, n_pieces // 4096 or 1))
+        from .parallel import run_parallel
+
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
-         self._hash, self._n) = count_batch(
-            data, pieces, n_blocks, self.n_pieces, self._keys, self._store, self._store_len,
-            self._off, self._count, self._first, self._hash, self._n)
+         self._hash, self._n) = run_parallel(
+            count_batch, n_threads, data, pieces, n_blocks, self.n_pieces, self._keys,
+            self._store, self._store_len, self._off, self._count, self._first, self._hash,
+            self._n)
         self.n_pieces += n_pieces
 
     def table(self):

@@ -539,25 +539,19 @@ class Tokenizer:
         return out
 
     def _run(self, layout, n_threads=1, dropout=0.0, seed=0):
-        from .kernels.encode import encode_batch
+        from .kernels.encode import encode_batch, encode_serial
+        from .parallel import run_parallel
 
         data, offsets, special, doc_pieces = layout
         keys, vals = self._rank_table()
         whole_keys, tok_off, tok_data = self._whole_table()
         n_docs = len(doc_pieces) - 1
-        n_blocks = 1 if n_threads <= 1 else max(1, min(n_docs, 8 * n_threads))
         args = (data, self._sym_map, offsets, special, doc_pieces, keys, vals, whole_keys,
-                tok_off, tok_data, float(dropout), int(seed), LONG_PIECE, CACHE_BITS, n_blocks)
-        if n_threads > 1:
-            import numba
-
-            previous = numba.get_num_threads()
-            numba.set_num_threads(min(n_threads, numba.config.NUMBA_NUM_THREADS))
-            try:
-                return encode_batch(*args)
-            finally:
-                numba.set_num_threads(previous)
-        return encode_batch(*args)
+                tok_off, tok_data, float(dropout), int(seed), LONG_PIECE, CACHE_BITS)
+        if n_threads <= 1 or n_docs <= 1:
+            return encode_serial(*args)
+        n_blocks = max(1, min(n_docs, 8 * n_threads))
+        return run_parallel(encode_batch, n_threads, *args, n_blocks)
 
     def _whole_table(self):
         """Whole-piece lookup arrays: only for ``merge_mode="ranks"`` (empty otherwise)."""

@@ -369,6 +369,30 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
                       vals, whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits,
                       d0, d1, out, doc_counts)
+    return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
+
+
+@njit(cache=True, nogil=True)
+def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits):
+    """``encode_batch`` on the calling thread only (no thread pool is started).
+
+    Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
+    Python threads may call it at once (it releases the GIL and shares no state).
+    """
+    n_docs = doc_piece_offsets.shape[0] - 1
+    out = np.empty(data.shape[0], dtype=np.int32)
+    doc_counts = np.zeros(n_docs, dtype=np.int64)
+    _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits, 0,
+                  n_docs, out, doc_counts)
+    return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
+
+
+@njit(cache=True, nogil=True)
+def _compact(out, doc_counts, piece_offsets, doc_piece_offsets):
+    """Gather each document's ids (written at its first unit) into one flat array."""
+    n_docs = doc_counts.shape[0]
     doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     for d in range(n_docs):
         doc_offsets[d + 1] = doc_offsets[d] + doc_counts[d]
