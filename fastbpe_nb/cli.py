@@ -10,75 +10,135 @@ import time
 from .errors import FastBPEError
 
 
-def _visible(piece: bytes) -> str:
-    """A token's bytes made readable: spaces as '␣', newlines as '↵', other control bytes as <xx>."""
-    text = piece.decode("utf-8", "backslashreplace")
-    out = []
-    for ch in text:
-        if ch == " ":
-            out.append("␣")
-        elif ch == "\n":
-            out.append("↵")
-        elif ch == "\t":
-            out.append("⇥")
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"<{ord(ch):02x}>")
-        else:
-            out.append(ch)
-    return "".join(out)
+from .inspect import format_trace, print_trace, visible as _visible  # noqa: F401 (re-exported)
 
 
 def _pieces_line(tok, text: str) -> str:
-    ids = tok.encode(text, disallowed_special=())
-    return "|".join(_visible(tok.vocab[i]) for i in ids) + f"   ({len(ids)} tokens: {ids})"
+    """The pieces of ``text`` joined by '|' (spaces as '␣'), then the ids."""
+    from .inspect import format_pieces
+
+    return format_pieces(tok, text)
+
+
+DEMO_SAMPLES = [
+    ("a word alone, and with the space it has inside a sentence", ["return", " return"]),
+    ("the same for English", ["the", " the", "The", " THE"]),
+    ("a word the model cannot spell: it sees ids, not letters", [" strawberry"]),
+    ("numbers: the gpt2 pattern keeps a digit run together, BPE cuts it", [" 2024", " 1234567"]),
+    ("an emoji is 4 UTF-8 bytes", ["😀"]),
+    ("non-Latin words (2 bytes per Cyrillic letter, 3 per CJK character)", [" Привет", " 東京"]),
+    ("code", ["    def __init__(self, *args, **kwargs):"]),
+]
+
+
+def _split_held_out(texts, n_train_bytes):
+    """The first documents up to ``n_train_bytes`` for training; the rest held out."""
+    train, held, size = [], [], 0
+    for t in texts:
+        size += len(t.encode("utf-8", "surrogatepass"))
+        (train if size <= n_train_bytes or not train else held).append(t)
+    return train, held
+
+
+def _demo_tree_token(tok):
+    """A token worth drawing: the deepest single-token word among a few candidates."""
+    from .inspect import construction_tree, tree_depth
+
+    best = None
+    for word in (" isinstance", " return", " self", " import", " function", " the"):
+        ids = tok.encode(word)
+        if len(ids) == 1:
+            depth = tree_depth(construction_tree(tok, ids[0]))
+            if best is None or depth > best[0]:
+                best = (depth, ids[0])
+    if best is None:  # a tiny vocabulary: the longest token
+        return max(range(tok.n_regular), key=lambda i: (len(tok.vocab[i]), -i))
+    return best[1]
 
 
 def cmd_demo(args) -> int:
     import fastbpe_nb as fb
+
     from .corpus import stdlib_files, stdlib_texts
+    from .inspect import construction_tree, format_tree, prefix_tokenizer, merges_for_vocab_size
+    from .stats import (CORPUS_FILES, find_corpora, format_markdown, measure_sources,
+                        read_head)
 
     max_bytes = int(args.max_mb * 1e6)
+    held_bytes = int(args.held_out_mb * 1e6)
+    progress = args.progress or (not args.no_progress and sys.stderr.isatty())
     print(f"Training a byte-level BPE tokenizer (vocab {args.vocab_size}, pattern gpt2) on the "
           f"standard-library sources of this Python ({len(stdlib_files())} files; using the "
-          f"first {args.max_mb:g} MB).")
+          f"first {args.max_mb:g} MB, holding out the next {args.held_out_mb:g} MB).")
     t0 = time.perf_counter()
-    texts = list(stdlib_texts(max_bytes))
+    texts, held = _split_held_out(stdlib_texts(max_bytes + held_bytes), max_bytes)
     n_bytes = sum(len(t.encode("utf-8")) for t in texts)
     tok, report = fb.train(texts, vocab_size=args.vocab_size, special_tokens=["<|endoftext|>"],
-                           progress=args.progress, return_report=True)
+                           progress=progress, return_report=True)
     seconds = time.perf_counter() - t0
     print(f"  {len(texts)} documents, {n_bytes / 1e6:.1f} MB, {report['pre_tokens']:,} pre-tokens, "
           f"{report['unique_words']:,} unique words; counting {report['seconds_counting']:.1f} s, "
           f"merging {report['seconds_merging']:.2f} s (total {seconds:.1f} s)")
-    print(f"  learned {len(tok.merges):,} merges; vocab_size {tok.vocab_size:,}\n")
-    print("First merges (rank: left + right -> new token, count):")
-    for rank in range(min(args.show, len(tok.merges))):
-        a, b = tok.merges[rank]
-        new = tok.merge_ids[rank]
-        print(f"  {rank:4d}: {_visible(tok.vocab[a])!s:>8} + {_visible(tok.vocab[b])!s:<8} -> "
-              f"{_visible(tok.vocab[new])!s:<12} ({tok.merge_counts[rank]:,})")
-    longest = sorted(range(tok.n_regular), key=lambda i: (-len(tok.vocab[i]), i))[:8]
-    print("\nLongest tokens: " + ", ".join(repr(tok.vocab[i].decode("utf-8", "replace"))
+    print(f"  learned {len(tok.merges):,} merges; vocab_size {tok.vocab_size:,} "
+          f"(256 bytes + {tok.n_regular - 256:,} merged tokens + 1 special token)")
+
+    print(f"\n== 1. The merge trace: the first {min(args.show, len(tok.merges))} merges "
+          "(count = occurrences of the pair when it was merged) ==")
+    print(format_trace(tok, limit=args.show))
+    longest = sorted(range(tok.n_regular), key=lambda i: (-len(tok.vocab[i]), i))[:6]
+    print("Longest tokens: " + ", ".join(repr(tok.vocab[i].decode("utf-8", "replace"))
                                           for i in longest))
-    samples = [
-        "def fibonacci(n: int) -> int:",
-        "    return self._cache[key]",
-        "import numpy as np  # 2024",
-        "Hello, world! 😀",
-        "Größe und Übermaß",
-    ]
-    print("\nPieces of a few samples:")
-    for s in samples:
-        print(f"  {s!r}\n    {_pieces_line(tok, s)}")
-        assert tok.decode(tok.encode(s)) == s
-    held_out = "".join(texts[-3:])
-    ids = tok.encode(held_out, disallowed_special=())
-    print(f"\nRound trip: {len(held_out.encode()):,} bytes -> {len(ids):,} tokens "
-          f"({len(held_out.encode()) / max(1, len(ids)):.2f} bytes/token) -> decoded back "
-          f"{'identical' if tok.decode(ids) == held_out else 'DIFFERENT'}.")
+
+    tid = _demo_tree_token(tok)
+    print(f"\n== 2. How token {tid} was built: each merge joins two earlier tokens ==")
+    print(format_tree(construction_tree(tok, tid)))
+
+    print("\n== 3. Pieces: what the model sees (␣ = space; ids in brackets) ==")
+    for title, samples in DEMO_SAMPLES:
+        print(f"  {title}:")
+        for s in samples:
+            print(f"    {s!r:<44} {_pieces_line(tok, s)}")
+            assert tok.decode(tok.encode(s)) == s
+
+    held_text = "".join(held)
+    sources = [("stdlib (held out)", held_text, None)]
+    corpora = find_corpora()
+    if corpora is not None:
+        for name, file in CORPUS_FILES.items():
+            if (corpora / file).exists():
+                sources.append((f"{name}: {file}", read_head(corpora / file, args.corpus_bytes), None))
+        where = f"the shared corpora in {corpora} (first {args.corpus_bytes / 1e6:g} MB each)"
+    else:
+        from .stats import SAMPLE_TEXTS
+
+        sources += [(f"{lang} (UDHR art. 1)", text, None) for lang, text in SAMPLE_TEXTS.items()]
+        where = "built-in sample sentences (the shared corpora are absent)"
+    print(f"\n== 4. What text costs: held-out stdlib code, then {where} ==")
+    print("   tax = tokens/char relative to the first row: a code-trained vocabulary makes prose,")
+    print("   and above all non-Latin scripts, expensive.\n")
+    rows = measure_sources(tok, sources, docs="paragraphs")
+    print(format_markdown(rows, docs="paragraphs"))
+
+    print("\n== 5. Bigger vocabulary, fewer tokens: the same merge list cut at each size ==")
+    smallest = tok.n_base + len(tok.special_tokens)  # no merges at all: one token per byte
+    sizes = [s for s in (smallest, 512, 1024, 2048, 4096, 8192, 16384) if s < tok.vocab_size]
+    sizes.append(tok.vocab_size)
+    small_held = held_text[:300_000]
+    n_held = len(small_held.encode("utf-8"))
+    for size in sizes:
+        n = merges_for_vocab_size(tok, size)
+        count = prefix_tokenizer(tok, n).count_tokens(small_held, disallowed_special=())
+        bar = "#" * int(round(10 * n_held / max(1, count)))
+        print(f"  vocab {size:>6,}  ({n:>5,} merges): {n_held / max(1, count):5.2f} bytes/token  {bar}")
+
+    ids = tok.encode(held_text, disallowed_special=())
+    print(f"\nRound trip: {len(held_text.encode()):,} held-out bytes -> {len(ids):,} tokens "
+          f"({len(held_text.encode()) / max(1, len(ids)):.2f} bytes/token) -> decoded back "
+          f"{'identical' if tok.decode(ids) == held_text else 'DIFFERENT'}.")
     if args.output:
         tok.save(args.output)
         print(f"Saved the model to {args.output}")
+    print(f"(demo took {time.perf_counter() - t0:.1f} s)")
     return 0
 
 
@@ -129,7 +189,7 @@ def cmd_train(args) -> int:
                                      **options)
     tok.save(args.output)
     if args.trace:
-        print(format_trace(tok))
+        print_trace(tok)
     if not args.quiet:
         print(json.dumps(report, indent=2))
         print(f"wrote {args.output}: {len(tok.merges)} merges, vocab_size {tok.vocab_size}")
@@ -140,24 +200,6 @@ def fb_paths(paths):
     from .io.corpus import expand_paths
 
     return expand_paths(paths)
-
-
-def format_trace(tok, limit=None) -> str:
-    """One line per merge: rank, left + right -> new piece, count, vocabulary size so far."""
-    lines = []
-    n_ids = tok.n_base
-    seen = set()
-    counts = tok.merge_counts
-    for rank in range(len(tok.merges) if limit is None else min(limit, len(tok.merges))):
-        a, b = (int(x) for x in tok.merges[rank])
-        new = int(tok.merge_ids[rank])
-        if new not in seen and new >= tok.n_base:
-            seen.add(new)
-            n_ids += 1
-        count = f"{int(counts[rank]):>12,}" if counts is not None else ""
-        lines.append(f"{rank:6d}  {_visible(tok.vocab[a]):>12} + {_visible(tok.vocab[b]):<12} -> "
-                     f"{_visible(tok.vocab[new]):<20} {count}  vocab {n_ids}")
-    return "\n".join(lines)
 
 
 def cmd_count(args) -> int:
@@ -213,9 +255,100 @@ def cmd_decode(args) -> int:
 
 
 def cmd_inspect(args) -> int:
+    from .inspect import (construction_tree, format_tree, format_word_rows, piece_id,
+                          token_id, word_rows)
+
     tok = _load(args.model)
+    words = list(args.words or [])
+    if args.words_file:
+        try:
+            with open(args.words_file, encoding="utf-8", errors="replace") as f:
+                words += [line.rstrip("\r\n") for line in f if line.strip()]
+        except OSError as exc:
+            raise FastBPEError(f"{args.words_file}: cannot read ({exc.strerror or exc})") from None
+    if not (args.texts or args.merges or args.token or args.piece or words):
+        raise FastBPEError("nothing to inspect: give a text, --merges, --token ID, --piece TEXT "
+                           "or --words")
+    if args.limit is not None and args.limit < 0:
+        raise FastBPEError("--limit must be a non-negative number of merges")
+    # Validate every lookup before printing anything.
+    trees = [token_id(tok, t) for t in args.token or []]
+    trees += [piece_id(tok, p) for p in args.piece or []]
+    blocks = []
+    if args.merges:
+        blocks.append(format_trace(tok, limit=args.limit))
+        if tok.merge_counts is None:
+            print("fastbpe: note: this model file does not store the pair counts; the count "
+                  "column is empty (`fastbpe train --trace` prints them while training)",
+                  file=sys.stderr)
+    blocks += [format_tree(construction_tree(tok, t)) for t in trees]
+    if words:
+        blocks.append(format_word_rows(word_rows(tok, words, leading_space=args.space)))
+    for block in blocks:
+        print(block)
     for text in args.texts:
-        print(_pieces_line(tok, text))
+        print(format_pieces_cli(tok, text, args))
+    return 0
+
+
+def format_pieces_cli(tok, text, args):
+    from .inspect import format_pieces
+
+    if args.dropout:
+        return format_pieces(tok, text, dropout=args.dropout, seed=args.seed)
+    return _pieces_line(tok, text)
+
+
+def _parse_size(text):
+    """``--max-bytes``: 1M, 500k, 2000000 (k/m/g are powers of 1024)."""
+    if text is None:
+        return None
+    try:
+        value = _memory(text)
+    except FastBPEError:
+        raise FastBPEError(f"--max-bytes: cannot read {text!r} (use e.g. 1M, 500k)") from None
+    if value <= 0:
+        raise FastBPEError(f"--max-bytes must be positive, got {text!r}")
+    return value
+
+
+def cmd_stats(args) -> int:
+    import fastbpe_nb as fb
+
+    from .stats import format_rows, load_source, measure_sources, parse_sizes, vocab_curve
+
+    if args.model and args.train:
+        raise FastBPEError("give --model (measure a model) or --train (train one), not both")
+    if args.docs not in ("paragraphs", "lines", "file"):
+        raise FastBPEError(f"--docs must be paragraphs, lines or file, not {args.docs!r}")
+    sizes = parse_sizes(args.vocab_sizes) if args.vocab_sizes else None
+    max_bytes = _parse_size(args.max_bytes)
+    # Read the inputs first: a missing file fails before any training.
+    sources = [load_source(f, args.docs, max_bytes, args.column) for f in args.files]
+    if args.model:
+        tok = _load(args.model)
+    else:
+        target = max(sizes) if sizes else args.vocab_size
+        pattern = None if args.pattern == "none" else args.pattern
+        t0 = time.perf_counter()
+        if args.train:
+            tok = fb.train_files(args.train, vocab_size=target, pattern=pattern,
+                                 progress=_progress(args))
+            where = ", ".join(args.train)
+        else:
+            from .corpus import stdlib_texts
+
+            tok = fb.train(list(stdlib_texts(int(args.train_mb * 1e6))), vocab_size=target,
+                           pattern=pattern, progress=_progress(args))
+            where = f"the first {args.train_mb:g} MB of the standard-library sources"
+        if not args.quiet:
+            print(f"fastbpe: trained a vocabulary of {tok.vocab_size:,} on {where} in "
+                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if sizes:
+        rows = vocab_curve(tok, sources, sizes, args.docs)
+    else:
+        rows = measure_sources(tok, sources, args.docs)
+    print(format_rows(rows, args.format, args.docs))
     return 0
 
 
@@ -226,8 +359,14 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="train on this Python's standard library and show what was learned")
     d.add_argument("--vocab-size", type=int, default=4096)
     d.add_argument("--max-mb", type=float, default=8.0, help="megabytes of stdlib sources to train on")
+    d.add_argument("--held-out-mb", type=float, default=1.0,
+                   help="megabytes of further stdlib sources to measure on (not trained on)")
+    d.add_argument("--corpus-bytes", type=int, default=1_000_000,
+                   help="bytes of each shared sample corpus to measure (when present)")
     d.add_argument("--show", type=int, default=20, help="how many merges to print")
-    d.add_argument("--progress", action="store_true", help="show a progress bar while merging")
+    d.add_argument("--progress", action="store_true",
+                   help="show a progress bar while merging (default: when stderr is a terminal)")
+    d.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     d.add_argument("-o", "--output", help="also save the model here")
     d.set_defaults(func=cmd_demo)
 
@@ -286,10 +425,55 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("ids", nargs="+")
     de.set_defaults(func=cmd_decode)
 
-    i = sub.add_parser("inspect", help="show the pieces of texts")
+    i = sub.add_parser(
+        "inspect", help="pieces of texts, the merge trace, how a token is built",
+        description="Show what a model learned: the pieces and ids of TEXTS, the merge "
+        "trace (--merges), the construction tree of a token (--token ID or --piece TEXT) "
+        "and a table of words and their tokens (--words / --words-file).")
     i.add_argument("--model", required=True)
-    i.add_argument("texts", nargs="+")
+    i.add_argument("texts", nargs="*", help="texts to cut into pieces")
+    i.add_argument("--merges", action="store_true", help="print the merge trace")
+    i.add_argument("--limit", type=int, help="with --merges: only the first N merges")
+    i.add_argument("--token", action="append", metavar="ID",
+                   help="draw how token ID is built from earlier tokens (repeatable)")
+    i.add_argument("--piece", action="append", metavar="TEXT",
+                   help="the same for the token whose text is TEXT (␣ may stand for a space)")
+    i.add_argument("--words", nargs="+", metavar="WORD", help="a table: word | tokens | count")
+    i.add_argument("--words-file", help="the same for the words of a file, one per line")
+    i.add_argument("--space", action="store_true",
+                   help="with --words: encode each word with a leading space, as inside a sentence")
+    i.add_argument("--dropout", type=float, default=0.0,
+                   help="BPE-dropout probability for the pieces of TEXTS (0 = ordinary encoding)")
+    i.add_argument("--seed", type=int, default=0, help="seed for --dropout")
     i.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser(
+        "stats", help="cost per file or language: bytes/token, tokens/char, tokens/word",
+        description="Measure a tokenizer on FILES (text, Parquet, Arrow): characters, bytes, "
+        "words, tokens, bytes/token, tokens/char, tokens/word, the tokens/char ratio to the "
+        "first file (the multilingual tax), document lengths in tokens (mean, p50, p90, p99, "
+        "max) and the id dtype. Without --model a tokenizer is trained first (on --train "
+        "files, else on the standard-library sources) to the largest of --vocab-sizes.")
+    s.add_argument("files", nargs="+", help="files to measure (the first is the tax reference)")
+    s.add_argument("--model", help="the model to measure")
+    s.add_argument("--vocab-sizes", help="e.g. 1k,4k,16k (k = 1024): measure the prefix of the "
+                   "merge list giving each vocabulary size")
+    s.add_argument("--train", action="append", metavar="FILE",
+                   help="without --model: train on this corpus file (repeatable)")
+    s.add_argument("--train-mb", type=float, default=8.0,
+                   help="without --model or --train: MB of stdlib sources to train on")
+    s.add_argument("--vocab-size", type=int, default=4096,
+                   help="without --model or --vocab-sizes: the vocabulary to train")
+    s.add_argument("--pattern", default="gpt2", help="pattern when training: gpt2, cl100k, o200k, "
+                   "a regex, or none")
+    s.add_argument("--docs", default="paragraphs", choices=["paragraphs", "lines", "file"],
+                   help="text files: documents are blank-line-separated paragraphs (default), "
+                   "lines, or the whole file")
+    s.add_argument("--max-bytes", help="read only the first N bytes of each file (e.g. 1M)")
+    s.add_argument("--column", default="text", help="text column of Parquet/Arrow files")
+    s.add_argument("--format", default="markdown", choices=["markdown", "csv", "json"])
+    s.add_argument("-q", "--quiet", action="store_true")
+    s.set_defaults(func=cmd_stats)
     return p
 
 

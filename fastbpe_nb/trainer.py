@@ -245,6 +245,32 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+_SENTENCEPIECE_OPTIONS = ("byte_fallback", "split_digits", "character_coverage",
+                          "add_dummy_prefix", "remove_extra_whitespaces", "user_defined_symbols",
+                          "control_symbols", "normalization", "tie_break", "progress")
+
+
+def _train_sentencepiece_style(texts, vocab_size, options):
+    """``train(..., whitespace="▁")``: SentencePiece-style BPE (see sentencepiece_style)."""
+    from .sentencepiece_style import train_sentencepiece
+
+    options = dict(options)
+    if options.pop("whitespace") != "\u2581":
+        raise ValueError("whitespace= supports only '\u2581' (SentencePiece style)")
+    if options.pop("base", "chars") != "chars":
+        raise ValueError("SentencePiece style is char mode: base='chars'")
+    sp = {k: options.pop(k) for k in _SENTENCEPIECE_OPTIONS if k in options}
+    if "special_tokens" in options:
+        sp["user_defined_symbols"] = list(options.pop("special_tokens"))
+    if options.get("max_token_length") is not None:
+        sp["max_piece_length"] = options.pop("max_token_length")
+    options.pop("max_token_length", None)
+    options.pop("return_report", None)
+    if options:
+        raise TypeError(f"not supported with whitespace='\u2581': {sorted(options)}")
+    return train_sentencepiece(texts, vocab_size or DEFAULT_VOCAB_SIZE, **sp)
+
+
 def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, report=None):
     """Learn merges from a word table and build the Tokenizer (and fill ``report``)."""
     t0 = time.perf_counter()
@@ -291,7 +317,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
     return tok
 
 
-def train(texts, vocab_size=None, *, return_report=False, **options):
+def train(texts, vocab_size=None, *, return_report=False, trace=False, **options):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -320,11 +346,20 @@ def train(texts, vocab_size=None, *, return_report=False, **options):
         Never create a token longer than this many base units (bytes, or characters).
     progress : bool
         Show a progress bar while merging.
+    trace : bool
+        Print every merge learned (rank, left + right -> new piece, count, vocabulary size).
     num_threads : int, optional
         Threads for word counting (default: all).
+    whitespace : str, optional
+        ``"\u2581"``: SentencePiece-style BPE (visible whitespace prefixed to pieces, byte
+        fallback, digit splitting; options ``byte_fallback``, ``split_digits``,
+        ``character_coverage``, ...): returns a ``SentencePieceBPE``.
     return_report : bool
         Also return a dict with the time of each phase and the table sizes.
     """
+    if options.get("whitespace") is not None:
+        return _train_sentencepiece_style(texts, vocab_size, options)
+    options.pop("whitespace", None)
     t0 = time.perf_counter()
     opts = TrainOptions.make(vocab_size, **options)
     report = {"documents": None}
@@ -344,6 +379,10 @@ def train(texts, vocab_size=None, *, return_report=False, **options):
         report["bytes_read"] = counter.n_bytes
     report["seconds_counting"] = time.perf_counter() - t0
     tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
+    if trace:
+        from .inspect import print_trace
+
+        print_trace(tok)
     return (tok, report) if return_report else tok
 
 
@@ -402,7 +441,8 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
 
 
 def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", max_memory=None,
-                counts_output=None, chunk_bytes=16 << 20, return_report=False, **options):
+                counts_output=None, chunk_bytes=16 << 20, return_report=False, trace=False,
+                **options):
     """Learn a tokenizer from corpus files (text, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders. A counts file written by ``fastbpe count`` (or
@@ -460,6 +500,10 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
                 f"budget of {max_memory / 2**20:.0f} MiB")
     tok = train_from_table(word_bytes.astype(np.int32), offsets, counts, None, opts, report)
     report["seconds_total"] = time.perf_counter() - t0
+    if trace:
+        from .inspect import print_trace
+
+        print_trace(tok)
     return (tok, report) if return_report else tok
 
 
