@@ -284,3 +284,25 @@ def test_no_normalization_is_lossless_for_nfc_and_nfd():
     tok = fb.train(SAMPLE, vocab_size=300)
     for text in ("Café", unicodedata.normalize("NFD", "Café"), "ﬁ", "Å Å"):
         assert tok.decode(tok.encode(text)) == text
+
+
+@settings(max_examples=200 if not NOJIT else 50, deadline=None)
+@given(text=st.text(alphabet="<|>ab", max_size=40),
+       specials=st.lists(st.text(alphabet="<|>ab", min_size=1, max_size=5), min_size=1,
+                         max_size=6, unique=True))
+def test_special_matcher_matches_reference(text, specials):
+    from fastbpe_nb import reference as ref
+    from fastbpe_nb.pretokenize import SpecialTokenMatcher, split_special
+
+    assert split_special(text, SpecialTokenMatcher(specials)) == ref.split_special_tokens(
+        text, specials)
+
+
+def test_many_special_tokens(tmp_path):
+    specials = [f"<|extra_{i}|>" for i in range(100_000)]
+    tok = fb.Tokenizer([], pattern="gpt2", special_tokens=specials)
+    tok.save(tmp_path / "s.json")
+    loaded = fb.load(tmp_path / "s.json")
+    assert loaded.vocab_size == 256 + 100_000
+    assert loaded.encode("a<|extra_99999|>b<|extra_5|", allowed_special="all") == [
+        97, 256 + 99_999, 98] + list(b"<|extra_5|")
