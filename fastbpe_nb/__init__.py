@@ -22,6 +22,12 @@ from .io.encode_files import encode_parquet, read_bin
 from .io.interop import from_huggingface, from_tiktoken
 from .io.model_file import load
 from .pretokenize import NAMED_PATTERNS, split
+from .sentencepiece_style import (
+    SentencePieceBPE,
+    from_sentencepiece,
+    to_sentencepiece,
+    train_sentencepiece,
+)
 from .tokenizer import StreamDecoder, Tokenizer
 from .trainer import MemoryBudgetError, count_to_file, train, train_files
 
@@ -33,6 +39,7 @@ __all__ = [
     "FastBPEError",
     "ModelFormatError",
     "NAMED_PATTERNS",
+    "SentencePieceBPE",
     "StreamDecoder",
     "Tokenizer",
     "TrainingError",
@@ -42,10 +49,13 @@ __all__ = [
     "count_to_file",
     "encode_parquet",
     "from_huggingface",
+    "from_sentencepiece",
     "from_tiktoken",
     "read_bin",
     "load",
     "split",
+    "to_sentencepiece",
     "train",
     "train_files",
+    "train_sentencepiece",
 ]

@@ -15,15 +15,7 @@ buffer is transient), its count, and the global index of its first occurrence (f
 import numpy as np
 from numba import njit, prange
 
-EMPTY = -1
-
-
-@njit(cache=True, nogil=True)
-def _hash_bytes(data, s, e):
-    h = np.int64(1469598103)
-    for k in range(s, e):
-        h = (h * 31 + np.int64(data[k])) & 0xFFFFFFFFFFFF
-    return h
+from .hashing import EMPTY, HASH_SEED, grow, hash_units
 
 
 @njit(cache=True, nogil=True)
@@ -49,7 +41,7 @@ def _count_block(data, piece_offsets, p0, p1, keys, u_piece, u_count, u_hash):
         e = piece_offsets[p + 1]
         if e <= s:
             continue
-        h = _hash_bytes(data, s, e)
+        h = hash_units(data, s, e, HASH_SEED)
         i = (h ^ (h >> 17)) & mask
         while True:
             u = keys[i]
@@ -67,17 +59,6 @@ def _count_block(data, piece_offsets, p0, p1, keys, u_piece, u_count, u_hash):
                 break
             i = (i + 1) & mask
     return n_unique
-
-
-@njit(cache=True, nogil=True)
-def _grow(arr, need):
-    n = arr.shape[0]
-    if need <= n:
-        return arr
-    cap = max(need, 2 * n, 16)
-    out = np.empty(cap, dtype=arr.dtype)
-    out[:n] = arr
-    return out
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -166,13 +147,13 @@ def count_batch(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_s
                 w = g_keys[i]
                 if w == EMPTY:
                     g_keys[i] = g_n
-                    g_store = _grow(g_store, g_store_len + (e - s))
+                    g_store = grow(g_store, g_store_len + (e - s))
                     for k in range(e - s):
                         g_store[g_store_len + k] = data[s + k]
-                    g_off = _grow(g_off, g_n + 2)
-                    g_count = _grow(g_count, g_n + 1)
-                    g_first = _grow(g_first, g_n + 1)
-                    g_hash = _grow(g_hash, g_n + 1)
+                    g_off = grow(g_off, g_n + 2)
+                    g_count = grow(g_count, g_n + 1)
+                    g_first = grow(g_first, g_n + 1)
+                    g_hash = grow(g_hash, g_n + 1)
                     g_off[g_n] = g_store_len
                     g_store_len += e - s
                     g_off[g_n + 1] = g_store_len

@@ -15,7 +15,7 @@ words cost one hash and one copy.
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, pair_key, table_slot
+from .hashing import EMPTY, HASH_SEED, hash_units, pair_key, table_slot
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -34,9 +34,9 @@ def _lookup(keys, vals, a, b):
 def _merge_short(buf, n, rk, keys, vals):
     """Merge ``buf[:n]`` in place by scanning for the best pair; returns the new length.
 
-    ``rk[i]`` holds the packed rank of pair ``(buf[i], buf[i+1])``; since the rank is in the
-    high bits, the smallest packed value is the lowest rank, and the strict ``<`` keeps
-    the leftmost of equal ranks.
+    ``rk[i]`` holds the packed ``(rank << 32) | new_id`` of pair ``(buf[i], buf[i+1])``;
+    pairs are compared by rank alone and the strict ``<`` keeps the leftmost of equal
+    ranks (as the heap path does with its ``(rank << 32) | position`` keys).
     """
     for i in range(n - 1):
         rk[i] = _lookup(keys, vals, buf[i], buf[i + 1])
@@ -45,7 +45,7 @@ def _merge_short(buf, n, rk, keys, vals):
         bi = -1
         for i in range(n - 1):
             v = rk[i]
-            if v >= 0 and (bi < 0 or v < best):
+            if v >= 0 and (bi < 0 or (v >> 32) < (best >> 32)):
                 best = v
                 bi = i
         if bi < 0:
@@ -173,14 +173,6 @@ def _merge_long(buf, n, keys, vals, dropout, rng):
 
 
 @njit(cache=True, nogil=True)
-def _piece_hash(data, s, e):
-    h = np.int64(1469598103)
-    for k in range(s, e):
-        h = (h * 31 + np.int64(data[k])) & 0xFFFFFFFFFFFF
-    return h
-
-
-@njit(cache=True, nogil=True)
 def _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data):
     """Id of the token whose bytes equal ``data[s:e]`` (hash ``h``), or -1."""
     mask = whole_keys.shape[0] - 1
@@ -224,7 +216,7 @@ def build_whole_table(tok_off, tok_data, n_tokens):
     keys = np.full(cap, EMPTY, dtype=np.int64)
     mask = cap - 1
     for t in range(n_tokens):
-        h = _piece_hash(tok_data, tok_off[t], tok_off[t + 1])
+        h = hash_units(tok_data, tok_off[t], tok_off[t + 1], HASH_SEED)
         i = (h ^ (h >> 17)) & mask
         while keys[i] != EMPTY:
             i = (i + 1) & mask
@@ -271,7 +263,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 out[o] = sym_map[data[s]]
                 o += 1
                 continue
-            h = _piece_hash(data, s, e)
+            h = hash_units(data, s, e, HASH_SEED)
             if use_whole:
                 t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
                 if t >= 0:

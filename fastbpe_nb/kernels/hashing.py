@@ -99,3 +99,31 @@ def build_rank_table(merges, merge_ids):
             keys[i] = key
             vals[i] = (np.int64(r) << 32) | np.int64(merge_ids[r])
     return keys, vals
+
+
+#: Start value of ``hash_units`` (any constant works; this one is FNV's offset basis, cut).
+HASH_SEED = np.int64(1469598103)
+
+
+@njit(cache=True, nogil=True)
+def hash_units(data, start, end, h):
+    """Polynomial hash of ``data[start:end]`` continuing from ``h`` (48-bit, never overflows).
+
+    Used for byte strings (token bytes, pieces) and for int32 symbol runs alike; start
+    with ``HASH_SEED``. The result is turned into a slot with ``(h ^ (h >> 17)) & mask``.
+    """
+    for k in range(start, end):
+        h = (h * 31 + np.int64(data[k])) & 0xFFFFFFFFFFFF
+    return h
+
+
+@njit(cache=True, nogil=True)
+def grow(arr, need):
+    """``arr`` with room for at least ``need`` rows (capacity doubles), first rows copied."""
+    n = arr.shape[0]
+    if need <= n:
+        return arr
+    cap = max(need, 2 * n, 16)
+    out = np.empty((cap,) + arr.shape[1:], dtype=arr.dtype)
+    out[:n] = arr
+    return out

@@ -24,7 +24,16 @@ equals the pair's true priority is the true maximum; a stale one is re-pushed.
 import numpy as np
 from numba import njit
 
-from .hashing import EMPTY, pair_key, table_capacity, table_rehash, table_slot
+from .hashing import (
+    EMPTY,
+    HASH_SEED,
+    grow,
+    hash_units,
+    pair_key,
+    table_capacity,
+    table_rehash,
+    table_slot,
+)
 
 # Tie rules as the kernel sees them. ``hf`` is TIE_RANKS with GPT-2's byte order in
 # ``base_rank``; ``ids`` is TIE_RANKS with the identity.
@@ -44,18 +53,6 @@ P_TOUCH = 7  # merge step that last changed this pair (dedupes the push list)
 N_PCOLS = 8
 
 NO_FIRST = np.int64(0x7FFFFFFFFFFFFFFF)
-
-
-@njit(cache=True, nogil=True)
-def _grow_rows(arr, need):
-    """``arr`` with at least ``need`` rows (capacity doubles), first rows copied."""
-    n = arr.shape[0]
-    if need <= n:
-        return arr
-    cap = max(need, 2 * n, 16)
-    out = np.empty((cap,) + arr.shape[1:], dtype=arr.dtype)
-    out[:n] = arr
-    return out
 
 
 @njit(cache=True, nogil=True)
@@ -151,13 +148,6 @@ def _new_pair(pairs, p, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _bytes_hash(tok_data, start, end, h):
-    for k in range(start, end):
-        h = (h * 31 + tok_data[k]) & 0xFFFFFFFFFFFF
-    return h
-
-
-@njit(cache=True, nogil=True)
 def _token_slot(bkeys, tok_off, tok_data, h, a, b):
     """Slot of the token whose bytes are bytes(a) + bytes(b), or the empty slot for it."""
     mask = bkeys.shape[0] - 1
@@ -187,7 +177,7 @@ def _token_slot(bkeys, tok_off, tok_data, h, a, b):
 
 @njit(cache=True, nogil=True)
 def _token_hash(tok_off, tok_data, t):
-    return _bytes_hash(tok_data, tok_off[t], tok_off[t + 1], np.int64(1469598103))
+    return hash_units(tok_data, tok_off[t], tok_off[t + 1], HASH_SEED)
 
 
 @njit(cache=True, nogil=True)
@@ -342,10 +332,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             continue
         need = n_pairs + (e - s)
         if need > pairs.shape[0]:
-            pairs = _grow_rows(pairs, need)
+            pairs = grow(pairs, need)
         if 2 * need > keys.shape[0]:
             keys, vals = table_rehash(keys, vals, table_capacity(need))
-        nodes = _grow_rows(nodes, n_nodes + (e - s))
+        nodes = grow(nodes, n_nodes + (e - s))
         c = counts[w]
         for i in range(s, e - 1):
             key = pair_key(symbols[i], symbols[i + 1])
@@ -431,7 +421,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
 
         # The merged token: reuse the id of identical bytes, else a new id.
         h = _token_hash(tok_off, tok_data, A)
-        h = _bytes_hash(tok_data, tok_off[B], tok_off[B + 1], h)
+        h = hash_units(tok_data, tok_off[B], tok_off[B + 1], h)
         slot = _token_slot(bkeys, tok_off, tok_data, h, A, B)
         if bkeys[slot] != EMPTY:
             X = bkeys[slot]
@@ -440,10 +430,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             la = tok_off[A + 1] - tok_off[A]
             lb = tok_off[B + 1] - tok_off[B]
             if X + 1 >= tok_off.shape[0]:
-                tok_off = _grow_rows(tok_off, 2 * tok_off.shape[0])
-                units = _grow_rows(units, tok_off.shape[0])
+                tok_off = grow(tok_off, 2 * tok_off.shape[0])
+                units = grow(units, tok_off.shape[0])
             start = tok_off[X]
-            tok_data = _grow_rows(tok_data, start + la + lb)
+            tok_data = grow(tok_data, start + la + lb)
             tok_data[start : start + la] = tok_data[tok_off[A] : tok_off[A] + la]
             tok_data[start + la : start + la + lb] = tok_data[tok_off[B] : tok_off[B] + lb]
             tok_off[X + 1] = start + la + lb
@@ -457,9 +447,9 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                 bkeys[slot] = X
 
         if n_merges >= out_merges.shape[0]:
-            out_merges = _grow_rows(out_merges, 2 * out_merges.shape[0])
-            out_ids = _grow_rows(out_ids, 2 * out_ids.shape[0])
-            out_counts = _grow_rows(out_counts, 2 * out_counts.shape[0])
+            out_merges = grow(out_merges, 2 * out_merges.shape[0])
+            out_ids = grow(out_ids, 2 * out_ids.shape[0])
+            out_counts = grow(out_counts, 2 * out_counts.shape[0])
         out_merges[n_merges, 0] = A
         out_merges[n_merges, 1] = B
         out_ids[n_merges] = X
@@ -481,11 +471,11 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             # Make room for the at most 2 new pairs, nodes and 4 touches per occurrence.
             need = counters[0] + (e - s) + 2
             if need > pairs.shape[0]:
-                pairs = _grow_rows(pairs, need)
+                pairs = grow(pairs, need)
             if 2 * need > keys.shape[0]:
                 keys, vals = table_rehash(keys, vals, table_capacity(need))
-            nodes = _grow_rows(nodes, counters[1] + (e - s) + 2)
-            touched = _grow_rows(touched, counters[2] + 4 * (e - s) + 4)
+            nodes = grow(nodes, counters[1] + (e - s) + 2)
+            touched = grow(touched, counters[2] + 4 * (e - s) + 4)
             c = counts[w]
             wkey = np.int64(w) << 32
             i = s
@@ -529,9 +519,9 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
 
         # Push the new priority of every pair this merge changed.
         if hn + n_touched > hc.shape[0]:
-            hc = _grow_rows(hc, hn + n_touched)
-            ha = _grow_rows(ha, hn + n_touched)
-            hp = _grow_rows(hp, hn + n_touched)
+            hc = grow(hc, hn + n_touched)
+            ha = grow(ha, hn + n_touched)
+            hp = grow(hp, hn + n_touched)
         for k in range(n_touched):
             q = touched[k]
             if pairs[q, P_COUNT] <= 0:
