@@ -95,8 +95,9 @@ def scan_offsets(data, doc_offsets, name: str) -> tuple[np.ndarray, np.ndarray]:
     offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
     stage1, stage2 = class_table()
     from fastbpe_nb.kernels.scan import scan_batch
+    from fastbpe_nb.parallel import call_kernel
 
-    return scan_batch(data_array, offsets, pattern_id, stage1, stage2)
+    return call_kernel(scan_batch, data_array, offsets, pattern_id, stage1, stage2)
 
 
 def split(text: str, name: str) -> list[str]:

@@ -1,19 +1,28 @@
-"""Calling Numba ``parallel=True`` kernels safely from any number of Python threads.
+"""Calling Numba ``parallel=True`` kernels safely: from many threads, and under Ctrl-C.
 
-Numba's ``workqueue`` threading layer (the fallback when neither TBB nor OpenMP is
-available) aborts the process when two threads launch parallel kernels at once. Until
-the first parallel call has shown which layer Numba picked, and whenever it is
-``workqueue``, parallel calls are serialised with one lock; with ``tbb`` or ``omp``
-(both thread-safe) they run concurrently. Single-threaded work never needs the pool:
-the encoder has a serial kernel for that.
+Two hazards, two rules:
+
+* Numba's ``workqueue`` threading layer (the fallback when neither TBB nor OpenMP is
+  available) aborts the process when two threads launch parallel kernels at once. Until the
+  first parallel call has shown which layer Numba picked, and whenever it is ``workqueue``,
+  parallel calls are serialised with one lock; with ``tbb`` or ``omp`` they run concurrently.
+* A SIGINT delivered to a thread that is waiting inside a parallel region can make the region
+  return early while pool threads still write into its arrays (seen as a segfault on Ctrl-C).
+  So a parallel kernel runs in a helper thread with SIGINT and SIGTERM blocked (the pool
+  threads it starts inherit that mask), while the calling thread waits: it alone receives the
+  signal, lets the kernel call finish (one batch, well under a second), then raises.
+
+Single-threaded work never needs the pool: the encoder has a serial kernel for that.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 
 _lock = threading.Lock()
 _layer_is_threadsafe = False
+_BLOCKED = {signal.SIGINT, signal.SIGTERM}
 
 
 def run_parallel(kernel, n_threads: int, *args):
@@ -23,14 +32,45 @@ def run_parallel(kernel, n_threads: int, *args):
 
     n = max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
     if _layer_is_threadsafe:
-        return _call(kernel, n, args)
+        return run_shielded(_call, kernel, n, args)
     with _lock:
-        result = _call(kernel, n, args)
+        result = run_shielded(_call, kernel, n, args)
         try:
             _layer_is_threadsafe = numba.threading_layer() in ("tbb", "omp")
         except ValueError:  # no parallel region has run yet (NUMBA_DISABLE_JIT=1)
             pass
         return result
+
+
+def run_shielded(fn, *args):
+    """``fn(*args)`` in a helper thread with SIGINT/SIGTERM blocked; the caller waits.
+
+    A KeyboardInterrupt received while waiting is re-raised once ``fn`` has returned, so
+    no native code is ever abandoned mid-call.
+    """
+    result = {}
+
+    def target():
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+        try:
+            result["value"] = fn(*args)
+        except BaseException as exc:  # handed to the waiting thread
+            result["error"] = exc
+
+    worker = threading.Thread(target=target, name="fastbpe-kernel", daemon=True)
+    worker.start()
+    interrupted = None
+    while worker.is_alive():
+        try:
+            worker.join(0.05)
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 def _call(kernel, n, args):
@@ -42,3 +82,16 @@ def _call(kernel, n, args):
         return kernel(*args)
     finally:
         numba.set_num_threads(previous)
+
+
+def call_kernel(kernel, *args):
+    """``kernel(*args)``; its first call (Numba compile or cache load) is shielded from Ctrl-C.
+
+    A KeyboardInterrupt raised inside llvmlite's object-cache callback is swallowed there and
+    can leave a half-loaded function behind (a segfault on its first use). Until a kernel has a
+    compiled overload, it is called through ``run_shielded``; afterwards directly (no thread
+    hop on the hot path). Under ``NUMBA_DISABLE_JIT=1`` kernels are plain functions.
+    """
+    if getattr(kernel, "overloads", True):
+        return kernel(*args)
+    return run_shielded(kernel, *args)

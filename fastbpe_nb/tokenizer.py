@@ -291,8 +291,11 @@ class Tokenizer:
                 merges, merge_ids = self.merges, self.merge_ids
             else:
                 merges, merge_ids = self._split_pairs()
-            self._rank_keys, self._rank_vals = build_rank_table(
-                np.ascontiguousarray(merges, dtype=np.int32), np.ascontiguousarray(merge_ids, np.int32)
+            from .parallel import call_kernel
+
+            self._rank_keys, self._rank_vals = call_kernel(
+                build_rank_table,
+                np.ascontiguousarray(merges, dtype=np.int32), np.ascontiguousarray(merge_ids, np.int32),
             )
         return self._rank_keys, self._rank_vals
 
@@ -540,7 +543,7 @@ class Tokenizer:
 
     def _run(self, layout, n_threads=1, dropout=0.0, seed=0):
         from .kernels.encode import encode_batch, encode_serial
-        from .parallel import run_parallel
+        from .parallel import call_kernel, run_parallel
 
         data, offsets, special, doc_pieces = layout
         keys, vals = self._rank_table()
@@ -549,7 +552,7 @@ class Tokenizer:
         args = (data, self._sym_map, offsets, special, doc_pieces, keys, vals, whole_keys,
                 tok_off, tok_data, float(dropout), int(seed), LONG_PIECE, CACHE_BITS)
         if n_threads <= 1 or n_docs <= 1:
-            return encode_serial(*args)
+            return call_kernel(encode_serial, *args)
         n_blocks = max(1, min(n_docs, 8 * n_threads))
         return run_parallel(encode_batch, n_threads, *args, n_blocks)
 

@@ -10,6 +10,7 @@ stop it cleanly.
 from __future__ import annotations
 
 import collections
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -157,6 +158,8 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     result = {}
 
     def work():
+        if hasattr(signal, "pthread_sigmask"):  # only the waiting thread takes Ctrl-C
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             result["value"] = train_merges(
                 symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
