@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all test-nojit bench bench-history compare clean
+.PHONY: demo test test-all test-nojit bench bench-history compare reliability fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,8 @@ bench: $(STAMP)
 	$(ASV) machine --yes >/dev/null
 	$(ASV) run --python=same --quick --show-stderr --set-commit-hash=$$(git rev-parse HEAD)
 	$(ASV) publish
+	$(PY) benchmarks/vendor_asv_html.py
+	@echo "report: .asv/html/index.html (serve it: cd .asv/html && python3 -m http.server)"
 
 # The suite over the last N commits (each built in its own virtualenv), then the HTML report.
 bench-history: $(STAMP)
@@ -42,7 +44,18 @@ bench-history: $(STAMP)
 	$(ASV) machine --yes >/dev/null
 	$(ASV) run --quick --show-stderr --skip-existing-commits HEAD~$(N)..HEAD
 	$(ASV) publish
-	@echo "report: .asv/html/index.html (view with: cd benchmarks && ../$(VENV)/bin/asv preview)"
+	$(PY) benchmarks/vendor_asv_html.py
+	@echo "report: .asv/html/index.html (serve it: cd .asv/html && python3 -m http.server)"
+
+# The hardening suite with its slow cases (16 MiB adversarial texts, long fuzzing).
+reliability: $(STAMP)
+	$(PY) -m pytest -q tests/reliability
+
+# Time-boxed fuzzing of the model-file loaders (atheris when it installs, else random mutation).
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP)
+	$(PY) -m pip install --quiet atheris || true
+	$(PY) tests/reliability/fuzz_loaders.py -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10
 
 # Us against the peers on one machine, one run (the README's performance table).
 compare: $(STAMP)

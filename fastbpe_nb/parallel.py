@@ -79,7 +79,9 @@ def _call(kernel, n, args):
     previous = numba.get_num_threads()
     numba.set_num_threads(n)
     try:
-        return kernel(*args)
+        if getattr(kernel, "overloads", True):
+            return kernel(*args)
+        return _load_and_call(kernel, args)
     finally:
         numba.set_num_threads(previous)
 
@@ -94,4 +96,36 @@ def call_kernel(kernel, *args):
     """
     if getattr(kernel, "overloads", True):
         return kernel(*args)
-    return run_shielded(kernel, *args)
+    return run_shielded(_load_and_call, kernel, args)
+
+
+def _load_and_call(kernel, args):
+    """First call of a kernel; a damaged on-disk cache is dropped and the kernel recompiled.
+
+    Numba raises from its cache loader (e.g. ``UnpicklingError: pickle data was truncated``)
+    when an index or data file was cut short (a full disk, a killed process). While the
+    dispatcher still has no compiled overload, an error can only come from loading or
+    compiling, never from running the kernel: then the cache index is emptied and the call
+    retried once, which compiles afresh and rewrites the cache.
+    """
+    try:
+        return kernel(*args)
+    except Exception:
+        if kernel.overloads:
+            raise  # it compiled, so the error came from running it
+        # The damaged file may belong to any kernel it calls (they load while it compiles).
+        _flush_kernel_caches()
+        return kernel(*args)
+
+
+def _flush_kernel_caches():
+    """Empty the on-disk cache index of every loaded fastbpe_nb kernel."""
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("fastbpe_nb.kernels.") or module is None:
+            continue
+        for obj in vars(module).values():
+            cache = getattr(obj, "_cache", None)
+            if cache is not None and hasattr(cache, "flush") and hasattr(obj, "overloads"):
+                cache.flush()

@@ -255,7 +255,6 @@ class Tokenizer:
     # ------------------------------------------------------------------ tables
     def _build_tables(self):
         specials = sorted(self.special_tokens.items(), key=lambda kv: kv[1])
-        self._id_to_special = {tid: tok for tok, tid in specials}
         self._decode_table = list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
         if self.base == "chars" and self.end_of_word is not None:
             marker = self.end_of_word.encode("utf-8")

@@ -160,8 +160,11 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     def work():
         if hasattr(signal, "pthread_sigmask"):  # only the waiting thread takes Ctrl-C
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        from .parallel import call_kernel
+
         try:
-            result["value"] = train_merges(
+            result["value"] = call_kernel(
+                train_merges,
                 symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
                 max_merges, max_ids, min_count, max_units, shared,
             )

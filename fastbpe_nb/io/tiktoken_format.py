@@ -79,6 +79,9 @@ def parse_ranks(data: bytes, source=None) -> tuple[list[bytes], list[int]]:
             if _RANK.fullmatch(rank_s):
                 raise ModelFormatError(f"negative rank {int(rank_s)}", source, where)
             raise ModelFormatError(f"rank {rank_s[:30]!r} is not an integer", source, where)
+        if len(rank_s) > 18:  # int() refuses > 4300 digits; no real rank has 19
+            raise ModelFormatError(f"rank {rank_s[:30]!r}... is out of range ({len(rank_s)} "
+                                   "digits)", source, where)
         rank = int(rank_s)
         if rank in line_of_rank:
             raise ModelFormatError(f"rank {rank} is given twice (first on line {line_of_rank[rank]})",
@@ -114,29 +117,62 @@ def parse_ranks(data: bytes, source=None) -> tuple[list[bytes], list[int]]:
     return tokens, lines
 
 
-def _last_merge(token: bytes, rank_of: dict, max_rank: int) -> list[int]:
+def _last_merge(token: bytes, rank_of: dict, max_rank: int, max_len: int | None = None) -> list[int]:
     """tiktoken's byte_pair_merge of ``token`` using only ranks < ``max_rank``.
 
     Returns the part boundaries (``[0, ..., len(token)]``); the leftmost lowest rank merges
     first. A pair whose rank is ``>= max_rank`` (or absent) never merges. Stops at two parts:
-    the only pair left is then the token itself, which is excluded.
+    the only pair left is then the token itself, which is excluded. A linked list and a
+    heap keep this O(n log n) in the token length (a long mergeable token in a malformed
+    file must not take quadratic time); ``max_len`` (the longest token of rank <
+    ``max_rank``) skips lookups of longer pairs, which cannot have a rank.
     """
+    import heapq
+
     n = len(token)
-    starts = list(range(n + 1))
     get = rank_of.get
-    rk = [get(token[i : i + 2], max_rank) for i in range(n - 1)]
-    while len(starts) > 3:
-        m = min(rk)
-        if m >= max_rank:
-            break
-        i = rk.index(m)
-        del starts[i + 1]
-        del rk[i]
-        # rk[i] is now the pair (part i, part i+1) of the new parts; rk[i-1] is (i-1, i).
-        if i < len(rk):
-            rk[i] = get(token[starts[i] : starts[i + 2]], max_rank)
-        if i > 0:
-            rk[i - 1] = get(token[starts[i - 1] : starts[i + 1]], max_rank)
+    if max_len is None:
+        max_len = n
+    nxt = list(range(1, n + 2))  # nxt[i]: start of the part after the part starting at i
+    prv = list(range(-1, n + 1))
+    alive = [True] * (n + 1)
+
+    def pair_rank(i):
+        j = nxt[i]
+        if j >= n:
+            return max_rank
+        end = nxt[j]
+        if end - i > max_len:
+            return max_rank
+        return get(token[i:end], max_rank)
+
+    heap = []
+    for i in range(n - 1):
+        r = pair_rank(i)
+        if r < max_rank:
+            heap.append((r, i))
+    heapq.heapify(heap)
+    parts = n
+    while parts > 2 and heap:
+        r, i = heapq.heappop(heap)
+        if not alive[i] or pair_rank(i) != r:
+            continue  # stale: this part or its right neighbour changed
+        j = nxt[i]
+        alive[j] = False
+        nxt[i] = nxt[j]
+        prv[nxt[i]] = i
+        parts -= 1
+        for p in (prv[i], i):
+            if p >= 0:
+                rr = pair_rank(p)
+                if rr < max_rank:
+                    heapq.heappush(heap, (rr, p))
+    starts = []
+    i = 0
+    while i < n:
+        starts.append(i)
+        i = nxt[i]
+    starts.append(n)
     return starts
 
 
@@ -146,6 +182,7 @@ def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
     n = len(tokens)
     merges = np.empty((n - 256, 2), dtype=np.int64)
     get = rank_of.get
+    longest = max(map(len, tokens[:256]), default=1)  # longest token of rank < r
     for r in range(256, n):
         token = tokens[r]
         size = len(token)
@@ -156,10 +193,10 @@ def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
             r2 = get(token[1:], r)
             cut = 0 if r1 >= r and r2 >= r else (2 if r1 <= r2 else 1)
         else:
-            starts = _last_merge(token, rank_of, r)
+            starts = _last_merge(token, rank_of, r, longest)
             cut = starts[1] if len(starts) == 3 else 0
         if not cut:
-            starts = _last_merge(token, rank_of, r)
+            starts = _last_merge(token, rank_of, r, longest)
             parts = [token[a:b] for a, b in zip(starts, starts[1:])]
             raise ModelFormatError(
                 f"token {token!r:.80} (rank {r}) cannot be reached by merging: tiktoken's "
@@ -168,6 +205,7 @@ def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
                 source, f"line {lines[r]}" if lines else f"rank {r}")
         merges[r - 256, 0] = rank_of[token[:cut]]
         merges[r - 256, 1] = rank_of[token[cut:]]
+        longest = max(longest, size)
     return merges
 
 
