@@ -448,7 +448,7 @@ class Tokenizer:
         seg_special = np.asarray(seg_special, dtype=np.int32).reshape(-1)
         doc_segments = np.asarray(doc_segments, dtype=np.int64)
         if not (seg_special >= 0).any():
-            special = np.full(len(pieces) - 1, -1, dtype=np.int32)
+            special = np.zeros(0, dtype=np.int32)  # no special token in this batch
             return data, pieces, special, seg_pieces[doc_segments]
         # Collapse each special segment's pieces into one piece carrying the special id.
         per_seg = np.diff(seg_pieces)
@@ -680,7 +680,7 @@ class Tokenizer:
                         fast = False
             if fast:
                 pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern)
-                special = np.full(len(pieces) - 1, -1, dtype=np.int32)
+                special = np.zeros(0, dtype=np.int32)  # no special token in this batch
                 ids, offsets = self._run((data, pieces, special, doc_pieces), n_threads,
                                          dropout=dropout, seed=seed)
                 return ids, offsets, valid

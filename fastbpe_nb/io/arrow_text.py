@@ -64,3 +64,18 @@ def row_slices(offsets: np.ndarray, max_bytes: int | None = None) -> list[tuple[
         out.append((start, end))
         start = end
     return out
+
+
+def parquet_batch_rows(parquet_file, row_group: int, max_bytes: int | None = None) -> int:
+    """Rows per record batch so that one batch holds about ``max_bytes`` of data.
+
+    From the row group's metadata (uncompressed size / rows): a row group of a few huge
+    documents is read a few rows at a time, not decoded whole.
+    """
+    if max_bytes is None:
+        max_bytes = SLICE_BYTES
+    meta = parquet_file.metadata.row_group(row_group)
+    if meta.num_rows == 0:
+        return 1024
+    per_row = max(1, meta.total_byte_size // meta.num_rows)
+    return int(max(1, min(65536, max_bytes // per_row)))

@@ -204,13 +204,22 @@ def read_parquet(path: str, column: str, stats: ReadStats):
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for bad files
         raise CorpusReadError(f"{path}: not a readable Parquet file ({exc})") from None
+    from .arrow_text import parquet_batch_rows
+
+    columns = [column] if column in pf.schema_arrow.names else None
     for rg in range(pf.num_row_groups):
-        try:
-            table = pf.read_row_group(rg, columns=[column] if column in pf.schema_arrow.names else None)
-        except Exception as exc:
-            raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
-        col = _column_of(table, column, path, f"row group {rg}")
-        yield from _arrow_batches(col, stats)
+        # Record batches of ~8 MB: a row group of huge documents is never decoded whole.
+        batches = pf.iter_batches(batch_size=parquet_batch_rows(pf, rg), row_groups=[rg],
+                                  columns=columns)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except Exception as exc:
+                raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
+            col = _column_of(batch, column, path, f"row group {rg}")
+            yield from _arrow_batches(col, stats)
 
 
 def read_arrow(path: str, column: str, stats: ReadStats):

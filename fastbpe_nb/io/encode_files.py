@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from ..errors import CorpusReadError, DisallowedSpecialTokenError, FastBPEError
+from .arrow_text import parquet_batch_rows
 from .atomic import atomic_write
 from .corpus import expand_paths, file_kind
 
@@ -52,7 +53,8 @@ def _row_batches(path: str, columns: list[str]):
                 # Stream each row group in record batches: a huge row group is never
                 # decoded whole (bounded memory whatever the writer chose).
                 try:
-                    for batch in pf.iter_batches(batch_size=1024, row_groups=[rg], columns=columns):
+                    rows = parquet_batch_rows(pf, rg)
+                    for batch in pf.iter_batches(batch_size=rows, row_groups=[rg], columns=columns):
                         yield row, pa.Table.from_batches([batch])
                         row += batch.num_rows
                 except CorpusReadError:
@@ -251,21 +253,14 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                                               compression="zstd")
                 writer.write_table(out)
             else:
-                keep = np.flatnonzero(valid)
-                lengths = np.diff(offsets)[keep]
-                total = int(lengths.sum()) + len(keep)
-                flat = np.empty(total, dtype="<" + np_dtype.str[1:])
-                starts = np.zeros(len(keep), dtype=np.int64)
-                np.cumsum(lengths[:-1] + 1, out=starts[1:])
-                # Scatter each document's ids, then its separator.
-                doc_of = np.repeat(np.arange(len(keep)), lengths)
-                within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-                src = offsets[keep][doc_of] + within
-                flat[starts[doc_of] + within] = ids[src]
-                flat[starts + lengths] = sep_id
-                f.write(flat.tobytes())
+                # Null rows encode to nothing, so ``ids`` is already the valid documents'
+                # ids back to back: insert the separator after each of them.
+                ends = offsets[1:][valid]
+                flat = np.insert(ids.astype("<" + np_dtype.str[1:]), ends, sep_id)
+                f.write(flat.data)
+                starts = (offsets[:-1][valid] + np.arange(len(ends))).astype(np.int64)
                 idx_parts.append(starts + n_tokens_written)
-                n_tokens_written += total
+                n_tokens_written += len(flat)
         if count_only:
             return rep
         if fmt == "parquet":

@@ -230,6 +230,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                   out, doc_counts):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
     use_whole = whole_keys.shape[0] > 0
+    has_special = piece_special.shape[0] > 0
     use_cache = dropout <= 0.0
     rng = np.ones(1, dtype=np.int64)
     max_short = long_piece + 1
@@ -254,7 +255,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
         for p in range(p0, p1):
             s = piece_offsets[p]
             e = piece_offsets[p + 1]
-            if piece_special[p] >= 0:
+            if has_special and piece_special[p] >= 0:
                 out[o] = piece_special[p]
                 o += 1
                 continue
@@ -320,8 +321,9 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         Base id of each unit value (byte mode: id of each byte; char mode: the identity).
     piece_offsets : int64[n_pieces + 1]
         Piece boundaries in ``data``; pieces tile each document, documents are contiguous.
-    piece_special : int32[n_pieces]
-        The special token id of a piece that is a special token, else -1.
+    piece_special : int32[n_pieces] or int32[0]
+        The special token id of a piece that is a special token, else -1; empty when
+        the batch holds no special token (saves 4 bytes per piece).
     doc_piece_offsets : int64[n_docs + 1]
         Index of each document's first piece.
     keys, vals : int64[cap]
