@@ -629,9 +629,7 @@ class Tokenizer:
         if not texts:
             return []
         ids, offsets = self._run(self._layout(texts, allowed, disallowed, 0), n_threads)
-        flat = ids.tolist()
-        bounds = offsets.tolist()
-        return [flat[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
+        return [part.tolist() for part in np.split(ids, offsets[1:-1])]
 
     def _encode_arrow(self, array, allowed, disallowed, n_threads, row_base=0):
         """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
