@@ -30,7 +30,7 @@ from fastbpe_nb.inspect import (
 )
 from fastbpe_nb.stats import id_dtype, length_summary, parse_sizes, split_documents
 
-from conftest import CORPORA
+from fbtest import CORPORA
 
 GOLDEN_TREE = """\
 aaab (258) = aa (256) + ab (257)   [merge 2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPORA, REPO
+from fbtest import CORPORA, REPO
 
 NOTEBOOKS = REPO / "notebooks"
 NOTEBOOK = NOTEBOOKS / "bpe_lifecycle.ipynb"

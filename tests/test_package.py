@@ -8,7 +8,7 @@ import pytest
 
 import fastbpe_nb as fb
 
-from conftest import NOJIT
+from fbtest import NOJIT
 
 needs_jit = pytest.mark.skipif(NOJIT, reason="NUMBA_DISABLE_JIT=1: kernels are plain functions")
 

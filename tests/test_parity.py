@@ -16,7 +16,7 @@ import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
 from fastbpe_nb.tokenizer import LONG_PIECE
 
-from conftest import NOJIT
+from fbtest import NOJIT
 
 TIES = ["ids", "hf", "first", "bytes"]
 PATTERNS = [None, "gpt2", r"\S+|\s+", "cl100k", "o200k"]

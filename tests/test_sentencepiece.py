@@ -28,7 +28,7 @@ from fastbpe_nb.sentencepiece_style import (
     train_sentencepiece,
 )
 
-from conftest import CORPORA, NOJIT
+from fbtest import CORPORA, NOJIT
 
 spm = pytest.importorskip("sentencepiece")
 

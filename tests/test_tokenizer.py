@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import fastbpe_nb as fb
 
-from conftest import NOJIT
+from fbtest import NOJIT
 
 SAMPLE = [
     "Hello world! It's a test of the tokenizer's 123 numbers.\n",
