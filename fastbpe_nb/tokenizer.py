@@ -639,12 +639,10 @@ class Tokenizer:
             array = array.combine_chunks() if array.num_chunks else pa.array([], pa.string())
         ids, offsets, valid = self._encode_arrow_flat(array, allowed, disallowed, n_threads, row_base)
         mask = None if valid.all() else pa.array(~valid)
-        list_type = pa.list_(pa.int32())
-        if offsets[-1] >= 2**31:
-            list_type = pa.large_list(pa.int32())
+        if offsets[-1] >= 2**31:  # more ids than 32-bit list offsets can address
             return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids), mask=mask)
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids),
-                                        mask=mask, type=list_type)
+                                        mask=mask, type=pa.list_(pa.int32()))
 
     def _encode_arrow_flat(self, array, allowed, disallowed, n_threads, row_base=0,
                            dropout=0.0, seed=0):
