@@ -42,11 +42,13 @@ def run_parallel(kernel, n_threads: int, *args):
         return result
 
 
-def run_shielded(fn, *args):
+def run_shielded(fn, *args, poll=None, on_interrupt=None):
     """``fn(*args)`` in a helper thread with SIGINT/SIGTERM blocked; the caller waits.
 
     A KeyboardInterrupt received while waiting is re-raised once ``fn`` has returned, so
-    no native code is ever abandoned mid-call.
+    no native code is ever abandoned mid-call. While waiting, ``poll()`` runs about every
+    50 ms (a progress bar); ``on_interrupt()`` runs at the first Ctrl-C (e.g. to ask a
+    long kernel to stop early).
     """
     result = {}
 
@@ -64,7 +66,11 @@ def run_shielded(fn, *args):
     while worker.is_alive():
         try:
             worker.join(0.05)
+            if poll is not None:
+                poll()
         except KeyboardInterrupt as exc:
+            if interrupted is None and on_interrupt is not None:
+                on_interrupt()
             interrupted = exc
     if interrupted is not None:
         raise interrupted
@@ -99,6 +105,15 @@ def call_kernel(kernel, *args):
     return run_shielded(_load_and_call, kernel, args)
 
 
+def call_kernel_shielded(kernel, *args, poll=None, on_interrupt=None):
+    """``kernel(*args)`` always in a shielded helper thread (see ``run_shielded``).
+
+    For long kernels (the merge loop): the caller can show progress and pass Ctrl-C on,
+    and a damaged cache is recovered on the first call as in ``call_kernel``.
+    """
+    return run_shielded(_load_and_call, kernel, args, poll=poll, on_interrupt=on_interrupt)
+
+
 def _load_and_call(kernel, args):
     """First call of a kernel; a damaged on-disk cache is dropped and the kernel recompiled.
 
@@ -111,8 +126,8 @@ def _load_and_call(kernel, args):
     try:
         return kernel(*args)
     except Exception:
-        if kernel.overloads:
-            raise  # it compiled, so the error came from running it
+        if getattr(kernel, "overloads", True):
+            raise  # it compiled (or is plain Python), so the error came from running it
         # The damaged file may belong to any kernel it calls (they load while it compiles).
         _flush_kernel_caches()
         return kernel(*args)

@@ -392,28 +392,34 @@ class Tokenizer:
                 self._matchers[tokens] = matcher
         return matcher
 
-    def _check_disallowed(self, text, disallowed_m, doc_index, batch):
+    def _check_disallowed(self, text, disallowed_m, index, where):
+        """Raise DisallowedSpecialTokenError for the first disallowed token in ``text``.
+
+        ``where`` is None for a single text, else ``(label, base)``: the error then names
+        the ``label`` (document or row) ``base + index``.
+        """
         hit = disallowed_m.first(text)
         if hit is not None:
             err = DisallowedSpecialTokenError(hit[1], hit[0])
-            if batch:
-                err.args = (f"document {doc_index}: {err.args[0]}",)
-                err.document = doc_index
+            if where is not None:
+                label, base = where
+                err.args = (f"{label} {base + index}: {err.args[0]}",)
+                setattr(err, label, base + index)
             raise err
 
-    def _layout(self, texts, allowed: frozenset, disallowed: frozenset, text_offset_base=None):
+    def _layout(self, texts, allowed: frozenset, disallowed: frozenset, where=None):
         """Pre-tokenize ``texts`` into the kernel's flat arrays (special tokens cut out first).
 
         Returns ``(data, piece_offsets, piece_special, doc_piece_offsets)``. Byte mode: the
         documents are cut at allowed special tokens into segments, every segment's UTF-8
         bytes go through one pre-tokenizer call as its own document, and each special
-        segment then becomes a single piece carrying its id.
+        segment then becomes a single piece carrying its id. ``where``: see
+        ``_check_disallowed``.
         """
         if self.base == "chars":
-            return self._layout_chars(texts, allowed, disallowed, text_offset_base)
+            return self._layout_chars(texts, allowed, disallowed, where)
         allowed_m = self._matcher(allowed) if allowed else None
         disallowed_m = self._matcher(disallowed) if disallowed else None
-        batch = text_offset_base is not None
         encoded = []
         seg_special = []
         doc_segments = [0]
@@ -428,7 +434,7 @@ class Tokenizer:
                 text = clean_text(text)
                 raw = text.encode("utf-8")
             if disallowed_m is not None and disallowed_m.maybe_in(text):
-                self._check_disallowed(text, disallowed_m, doc_index, batch)
+                self._check_disallowed(text, disallowed_m, doc_index, where)
             if allowed_m is not None and allowed_m.maybe_in(text):
                 segments = pretokenize.split_special(text, allowed_m)
                 for segment, is_special in segments:
@@ -463,11 +469,11 @@ class Tokenizer:
         np.cumsum(kept_per_seg, out=new_seg_pieces[1:])
         return data, new_pieces, special, new_seg_pieces[doc_segments]
 
-    def _layout_chars(self, texts, allowed: frozenset, disallowed: frozenset, text_offset_base=None):
+    def _layout_chars(self, texts, allowed: frozenset, disallowed: frozenset, where=None):
         """Char mode: the same arrays, with base symbol ids as the units."""
         allowed_m = self._matcher(allowed) if allowed else None
         disallowed_m = self._matcher(disallowed) if disallowed else None
-        chunks = []  # bytes (byte mode) or int arrays (char mode), one per piece group
+        chunks = []  # int32 symbol arrays, one per piece
         piece_lengths = []
         piece_special = []
         doc_pieces = [0]
@@ -476,13 +482,7 @@ class Tokenizer:
                 raise TypeError(f"document {doc_index}: expected str, got {type(text).__name__}")
             text = normalize(clean_text(text), self.normalization)
             if disallowed_m is not None:
-                hit = disallowed_m.first(text)
-                if hit is not None:
-                    err = DisallowedSpecialTokenError(hit[1], hit[0])
-                    if text_offset_base is not None:
-                        err.args = (f"document {doc_index}: {err.args[0]}",)
-                        err.document = doc_index
-                    raise err
+                self._check_disallowed(text, disallowed_m, doc_index, where)
             segments = (
                 pretokenize.split_special(text, allowed_m) if allowed_m is not None
                 else ([(text, False)] if text else [])
@@ -491,38 +491,27 @@ class Tokenizer:
             char_pos = 0
             for segment, is_special in segments:
                 if is_special:
-                    data = segment.encode("utf-8")
-                    chunks.append(data if self.base == "bytes" else np.zeros(len(data), np.int32))
-                    piece_lengths.append(len(data))
+                    # One placeholder unit; the kernel emits the special id for this piece.
+                    chunks.append(np.zeros(1, np.int32))
+                    piece_lengths.append(1)
                     piece_special.append(self.special_tokens[segment])
                     n_pieces += 1
                 else:
-                    pieces = pretokenize.split(segment, self.pattern, self.base == "bytes")
-                    if self.base == "bytes":
-                        data = segment.encode("utf-8")
-                        chunks.append(data)
-                        if len(data) == len(segment):
-                            piece_lengths.extend(map(len, pieces))
-                        else:
-                            piece_lengths.extend(len(p.encode("utf-8")) for p in pieces)
-                    else:
-                        # Pieces need not tile the segment (char mode drops whitespace),
-                        # so find each one to report the offset of an unknown character.
-                        at = 0
-                        for piece in pieces:
-                            at = segment.find(piece, at)
-                            ids = self._char_symbols(piece, char_pos + at)
-                            at += len(piece)
-                            chunks.append(ids)
-                            piece_lengths.append(len(ids))
+                    # Pieces need not tile the segment (char mode drops whitespace), so
+                    # find each one to report the offset of an unknown character.
+                    pieces = pretokenize.split(segment, self.pattern, keep_gaps=False)
+                    at = 0
+                    for piece in pieces:
+                        at = segment.find(piece, at)
+                        ids = self._char_symbols(piece, char_pos + at)
+                        at += len(piece)
+                        chunks.append(ids)
+                        piece_lengths.append(len(ids))
                     piece_special.extend([-1] * len(pieces))
                     n_pieces += len(pieces)
                 char_pos += len(segment)
             doc_pieces.append(doc_pieces[-1] + n_pieces)
-        if self.base == "bytes":
-            data = np.frombuffer(b"".join(chunks), dtype=np.uint8)
-        else:
-            data = np.concatenate(chunks).astype(np.int32) if chunks else np.zeros(0, np.int32)
+        data = np.concatenate(chunks).astype(np.int32) if chunks else np.zeros(0, np.int32)
         offsets = np.zeros(len(piece_lengths) + 1, dtype=np.int64)
         np.cumsum(piece_lengths, out=offsets[1:])
         return (data, offsets, np.asarray(piece_special, dtype=np.int32).reshape(-1),
@@ -628,7 +617,7 @@ class Tokenizer:
         texts = list(texts)
         if not texts:
             return []
-        ids, offsets = self._run(self._layout(texts, allowed, disallowed, 0), n_threads)
+        ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("document", 0)), n_threads)
         return [part.tolist() for part in np.split(ids, offsets[1:-1])]
 
     def _encode_arrow(self, array, allowed, disallowed, n_threads, row_base=0):
@@ -666,12 +655,8 @@ class Tokenizer:
                 disallowed_m = self._matcher(disallowed) if disallowed else None
                 for row in candidates.tolist():
                     text = array[row].as_py()
-                    if disallowed_m is not None and disallowed_m.first(text) is not None:
-                        hit = disallowed_m.first(text)
-                        err = DisallowedSpecialTokenError(hit[1], hit[0])
-                        err.args = (f"row {row_base + row}: {err.args[0]}",)
-                        err.row = row_base + row
-                        raise err
+                    if disallowed_m is not None:
+                        self._check_disallowed(text, disallowed_m, row, ("row", row_base))
                     if allowed_m is not None and allowed_m.first(text) is not None:
                         fast = False
             if fast:
@@ -681,7 +666,7 @@ class Tokenizer:
                                          dropout=dropout, seed=seed)
                 return ids, offsets, valid
         texts = [t if t is not None else "" for t in array.to_pylist()]
-        ids, offsets = self._run(self._layout(texts, allowed, disallowed, row_base), n_threads,
+        ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base)), n_threads,
                                  dropout=dropout, seed=seed)
         return ids, offsets, valid
 
@@ -717,7 +702,7 @@ class Tokenizer:
         texts = list(texts)
         if not texts:
             return np.zeros(0, dtype=np.int64)
-        _, offsets = self._run(self._layout(texts, allowed, disallowed, 0), n_threads)
+        _, offsets = self._run(self._layout(texts, allowed, disallowed, ("document", 0)), n_threads)
         return np.diff(offsets)
 
     # ---------------------------------------------------------------- decoding

@@ -10,8 +10,6 @@ stop it cleanly.
 from __future__ import annotations
 
 import collections
-import signal
-import threading
 import time
 from dataclasses import dataclass
 
@@ -148,29 +146,14 @@ def word_table(words: dict, base: str, end_of_word: str | None):
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
                      max_ids, min_count, max_units, progress=False):
-    """Run ``train_merges`` in a worker thread; Ctrl-C asks it to stop and re-raises."""
+    """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises."""
     from .kernels.merge import train_merges
+    from .parallel import call_kernel_shielded
 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])
     tok_data = np.frombuffer(b"".join(base_bytes), dtype=np.uint8).copy()
-    shared = np.zeros(3, dtype=np.int64)
-    result = {}
-
-    def work():
-        if hasattr(signal, "pthread_sigmask"):  # only the waiting thread takes Ctrl-C
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        from .parallel import call_kernel
-
-        try:
-            result["value"] = call_kernel(
-                train_merges,
-                symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
-                max_merges, max_ids, min_count, max_units, shared,
-            )
-        except BaseException as exc:  # re-raised in the calling thread
-            result["error"] = exc
-
+    shared = np.zeros(3, dtype=np.int64)  # merges done / stop request / stopped
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -178,25 +161,24 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         total = min(max_merges, max_ids - len(base_bytes))
         bar = tqdm(total=total if total < _UNLIMITED // 2 else None, desc="merging",
                    unit="merge", dynamic_ncols=True)
-    worker = threading.Thread(target=work, name="fastbpe-merge", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.1)
-            if bar is not None:
-                bar.update(int(shared[0]) - bar.n)
-    except KeyboardInterrupt:
-        shared[1] = 1
-        worker.join()
-        raise
-    finally:
+
+    def show_progress():
         if bar is not None:
             bar.update(int(shared[0]) - bar.n)
-            bar.close()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
 
+    def ask_to_stop():
+        shared[1] = 1
+
+    try:
+        return call_kernel_shielded(
+            train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
+            max_merges, max_ids, min_count, max_units, shared,
+            poll=show_progress, on_interrupt=ask_to_stop,
+        )
+    finally:
+        if bar is not None:
+            show_progress()
+            bar.close()
 
 @dataclass
 class TrainOptions:

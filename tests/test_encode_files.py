@@ -177,3 +177,14 @@ def test_big_row_groups_are_sliced_without_changing_rows(tok, tmp_path, monkeypa
     # Training reads the same sliced batches: the model does not change.
     assert fb.train_files([tmp_path / "in.parquet"], vocab_size=300).vocab == fb.train(
         [d for d in docs if d], vocab_size=300).vocab
+
+
+def test_disallowed_special_row_index_on_general_path(tmp_path):
+    # With normalization the Arrow fast path is not taken; the row named must still be the
+    # file's row, not the index within the slice being encoded.
+    tok = fb.train(DOCS, vocab_size=300, special_tokens=["<|endoftext|>"], normalization="NFC")
+    docs = DOCS[:45] + ["bad <|endoftext|> row"] + DOCS[45:50]
+    write(tmp_path / "in.parquet", docs, row_group_size=20)
+    with pytest.raises(fb.DisallowedSpecialTokenError) as info:
+        fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o")
+    assert "row 45" in str(info.value) and info.value.row == 45
