@@ -255,7 +255,8 @@ class Tokenizer:
     # ------------------------------------------------------------------ tables
     def _build_tables(self):
         specials = sorted(self.special_tokens.items(), key=lambda kv: kv[1])
-        self._decode_table = list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
+        self._vocab = list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
+        self._decode_table = self._vocab
         if self.base == "chars" and self.end_of_word is not None:
             marker = self.end_of_word.encode("utf-8")
             self._decode_table = [
@@ -351,9 +352,11 @@ class Tokenizer:
     # --------------------------------------------------------------- properties
     @property
     def vocab(self) -> list[bytes]:
-        """Bytes of every id (index = id), special tokens included (as their UTF-8 text)."""
-        specials = sorted(self.special_tokens.items(), key=lambda kv: kv[1])
-        return list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
+        """Bytes of every id (index = id), special tokens included (as their UTF-8 text).
+
+        Built once and shared (``tok.vocab[i]`` in a loop costs nothing): do not modify it.
+        """
+        return self._vocab
 
     @property
     def vocab_size(self) -> int:
