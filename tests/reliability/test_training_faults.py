@@ -29,8 +29,10 @@ def test_sigkill_during_training_then_rerun(tmp_path):
     paths = [str(p) for p in write_corpus(tmp_path / "corpus", 4, 1_500_000, seed=11,
                                           random_words=True)]
     ref_model = tmp_path / "ref.json"
-    ref = run_case(train_code(paths, ref_model), timeout=600,
-                   env={"CASE_T0": time.time()}).check().result
+    # Twice: the first run may include compiling or loading kernels; time the warm one.
+    for _ in range(2):
+        ref = run_case(train_code(paths, ref_model), timeout=600,
+                       env={"CASE_T0": time.time()}).check().result
     ref_sha = sha(ref_model)
     merge_s = ref["total_s"] - ref["count_s"]
     delays = {"counting": ref["import_s"] + 0.5 * ref["count_s"],
@@ -44,10 +46,17 @@ def test_sigkill_during_training_then_rerun(tmp_path):
             folder = tmp_path / f"{phase}-{start_with_previous}"
             folder.mkdir()
             model = folder / "model.json"
-            if start_with_previous:
-                shutil.copy(previous, model)
-            killed = run_case(train_code(paths, model), timeout=delay,
-                              env={"CASE_T0": time.time()})
+            # A kill that lands after the atomic rename hit no phase at all (the machine
+            # ran faster than the reference): restore and try again earlier.
+            for attempt in range(4):
+                if start_with_previous:
+                    shutil.copy(previous, model)
+                elif model.exists():
+                    model.unlink()
+                killed = run_case(train_code(paths, model), timeout=delay * 0.7 ** attempt,
+                                  env={"CASE_T0": time.time()})
+                if not (model.exists() and sha(model) == ref_sha):
+                    break
             assert killed.timed_out and killed.returncode == -9, (phase, killed.describe())
             if start_with_previous:
                 assert sha(model) == prev_sha, f"{phase}: the previous model was changed"
