@@ -209,6 +209,7 @@ class SentencePieceBPE:
         """The pair table, the code point -> symbol map, and the unused-piece splits."""
         if self._tables is not None:
             return self._tables
+        from .kernels.encode import sweep_rank_count
         from .kernels.hashing import build_rank_table
 
         n = len(self.pieces)
@@ -265,7 +266,8 @@ class SentencePieceBPE:
         sym_map = np.arange(n + N_CODEPOINTS, dtype=np.int32)
         self._tables = {
             "keys": keys, "vals": vals, "cp_to_sym": cp_to_sym, "sym_map": sym_map,
-            "long_piece": long_piece, "split_ws": self.escape_whitespaces and not ws_inside,
+            "long_piece": long_piece, "sweep_ranks": 0 if tie else int(sweep_rank_count(keys, vals)),
+            "split_ws": self.escape_whitespaces and not ws_inside,
             "unused_split": {},
         }
         return self._tables
@@ -479,8 +481,8 @@ class SentencePieceBPE:
         ids, offsets = encode_batch(
             data.astype(np.int32), t["sym_map"], piece_offsets, piece_special,
             doc_piece_offsets, t["keys"], t["vals"], np.zeros(0, np.int64),
-            np.zeros(1, np.int64), np.zeros(0, np.uint8), 0.0, 0, t["long_piece"], CACHE_BITS,
-            n_blocks,
+            np.zeros(1, np.int64), np.zeros(0, np.uint8), 0.0, 0, t["long_piece"], t["sweep_ranks"],
+            CACHE_BITS, n_blocks,
         )
         return self._postprocess(ids, offsets)
 

@@ -249,6 +249,7 @@ class Tokenizer:
         self.special_tokens = _check_special_tokens(special_tokens, len(token_bytes))
         self._rank_keys = None
         self._rank_vals = None
+        self._sweep_ranks = None
         self._whole = None
         self._build_tables()
 
@@ -299,6 +300,15 @@ class Tokenizer:
             )
         return self._rank_keys, self._rank_vals
 
+    def _sweep_rank_count(self) -> int:
+        """List heads the encoder's rank sweep needs for long pieces (0: use the heap)."""
+        if self._sweep_ranks is None:
+            from .kernels.encode import sweep_rank_count
+            from .parallel import call_kernel
+
+            self._sweep_ranks = int(call_kernel(sweep_rank_count, *self._rank_table()))
+        return self._sweep_ranks
+
     def _split_pairs(self):
         """``ranks`` mode: (left, right) -> token for every two-token split, in token order.
 
@@ -324,6 +334,7 @@ class Tokenizer:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_rank_keys"] = state["_rank_vals"] = state["_whole"] = None  # rebuilt on demand
+        state["_sweep_ranks"] = None
         state["_matchers"] = {}
         return state
 
@@ -541,7 +552,8 @@ class Tokenizer:
         whole_keys, tok_off, tok_data = self._whole_table()
         n_docs = len(doc_pieces) - 1
         args = (data, self._sym_map, offsets, special, doc_pieces, keys, vals, whole_keys,
-                tok_off, tok_data, float(dropout), int(seed), LONG_PIECE, CACHE_BITS)
+                tok_off, tok_data, float(dropout), int(seed), LONG_PIECE, self._sweep_rank_count(),
+                CACHE_BITS)
         if n_threads <= 1 or n_docs <= 1:
             return call_kernel(encode_serial, *args)
         n_blocks = max(1, min(n_docs, 8 * n_threads))

@@ -5,8 +5,15 @@ with the lowest merge rank, the leftmost one on equal rank, until no adjacent pa
 rank. Nothing in the input is counted, and this is not longest-match.
 
 Short pieces use a flat array (an O(n^2) scan that beats any heap for a handful of
-symbols); pieces longer than ``long_piece`` units use a linked list and a binary min-heap
-of ``(rank << 32) | position`` keys, so a pathological piece costs O(n log n), never O(n^2).
+symbols). Pieces longer than ``long_piece`` units use a linked list and one of two exact
+algorithms, so a pathological piece (a megabyte of digits or spaces) is never O(n^2):
+
+* the rank sweep (``_merge_sweep``), when every merge outranks the merges that made its
+  parts (``sweep_rank_count``; true of trained and tiktoken-style tables): positions are
+  queued per rank and each rank is merged in one pass, with mostly sequential memory
+  access, O(n log k) for k distinct ranks;
+* otherwise, and for BPE-dropout, a binary min-heap of ``(rank << 32) | position`` keys
+  (``_merge_long``), O(n log n).
 Each block of documents keeps a small direct-mapped cache of pieces it has already
 encoded (keyed by a hash of the piece's units, verified unit by unit on a hit), so repeated
 words cost one hash and one copy.
@@ -19,6 +26,13 @@ from .hashing import EMPTY, HASH_SEED, hash_units, pair_key, table_slot
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
+#: The sweep keeps positions in int32: longer pieces take the heap path.
+SWEEP_MAX_UNITS = 2**31 - 1
+#: Long pieces are swept in windows of this many units (plus the overlap): about 40 bytes
+#: of scratch per unit, so a window's work stays in a 1 MiB L2 cache.
+SWEEP_WINDOW = 8192
+#: Overlap of consecutive windows, in units, where their encodings must meet.
+SWEEP_MARGIN = 256
 
 
 @njit(cache=True, nogil=True)
@@ -107,12 +121,13 @@ def _xorshift32(state):
 
 
 @njit(cache=True, nogil=True)
-def _merge_long(buf, n, keys, vals, dropout, rng):
+def _merge_long(buf, n, keys, vals, dropout, rng, starts):
     """Merge ``buf[:n]`` in place with a linked list and a min-heap; returns the new length.
 
     With ``dropout > 0`` (BPE-dropout), each applicable merge is skipped with probability
     ``dropout``; skipped merges become applicable again after the next merge that happens
     (Hugging Face's rule). ``rng`` is int64[1], the generator state (nonzero), updated.
+    ``starts`` (int32[>= n], or empty to skip) receives each token's first offset.
     """
     nxt = np.empty(n, dtype=np.int64)
     prv = np.empty(n, dtype=np.int64)
@@ -163,12 +178,273 @@ def _merge_long(buf, n, keys, vals, dropout, rng):
             v = _lookup(keys, vals, buf[i], buf[nxt[i]])
             if v >= 0:
                 hn = _heap_push(heap, hn, ((v >> 32) << 32) | i)
+    keep_starts = starts.shape[0] > 0
     m = 0
     i = 0
     while i < n:
         buf[m] = buf[i]
+        if keep_starts:
+            starts[m] = i
         m += 1
         i = nxt[i]
+    return m
+
+
+@njit(cache=True, nogil=True)
+def sweep_rank_count(keys, vals):
+    """Size of the rank sweep's per-rank list heads: ``1 + the largest rank`` (0: no merges).
+
+    Parameters
+    ----------
+    keys, vals : int64[cap]
+        The merge-rank table from ``hashing.build_rank_table``.
+
+    Returns
+    -------
+    int
+        ``head`` for ``_merge_sweep`` is ``int32[this]``.
+    """
+    max_rank = -1
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            max_rank = max(max_rank, vals[s] >> 32)
+    return max_rank + 1
+
+
+@njit(cache=True, nogil=True)
+def _sweep_push(head, ent_pos, ent_next, n_ent, ranks, n_ranks_live, v, pos):
+    """Queue position ``pos`` (whose pair has packed value ``v``) on its rank's list."""
+    r = v >> 32
+    if head[r] < 0:
+        n_ranks_live = _heap_push(ranks, n_ranks_live, r)
+    ent_pos[n_ent] = pos
+    ent_next[n_ent] = head[r]
+    head[r] = n_ent
+    return n_ent + 1, n_ranks_live
+
+
+@njit(cache=True, nogil=True)
+def _merge_sweep(buf, n, keys, vals, head, starts):
+    """Merge ``buf[:n]`` in place rank by rank; returns the new length, or -1 (see below).
+
+    Exactly the lowest-rank-leftmost-first rule, in O(n log k) for k distinct ranks. Each
+    position whose pair has rank r is queued on list r; ranks are taken in increasing
+    order from a small heap. While every merge at rank r only creates pairs of higher
+    rank, the pairs of rank r fall into independent chains of adjacent positions, and
+    each chain is merged from its left end (the leftmost pair first, as the rule says),
+    whichever entry of the list reached it first. Trained tables always satisfy this (a
+    merge outranks the merges that made its parts); when a table does not and a merge at
+    rank r creates a pair of rank <= r, the sweep stops and returns -1 (``buf`` is then
+    garbage; the caller merges a fresh copy with the heap).
+
+    Parameters
+    ----------
+    buf : int32[>= n]
+        The piece's base ids (n >= 1); on return ``buf[:m]`` holds its token ids.
+    n : int
+        Number of symbols.
+    keys, vals : int64[cap]
+        The merge-rank table.
+    head : int32[sweep_rank_count(keys, vals)]
+        Scratch list heads, all -1 on entry; all -1 again on return.
+    starts : int32[>= n]
+        Output: ``starts[k]`` is the offset in the piece of token ``k``'s first unit.
+    """
+    nxt = np.empty(n, dtype=np.int32)
+    prv = np.empty(n, dtype=np.int32)
+    pair = np.empty(n, dtype=np.int64)  # packed (rank, new id) of pair (i, nxt[i]), or -1
+    # n - 1 initial entries and at most two per merge (n - 1 merges at most).
+    ent_pos = np.empty(3 * n, dtype=np.int32)
+    ent_next = np.empty(3 * n, dtype=np.int32)
+    ranks = np.empty(min(head.shape[0], 3 * n) + 1, dtype=np.int64)
+    n_ent = 0
+    n_live = 0
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+    pair[n - 1] = NO_RANK
+    for i in range(n - 1):
+        v = _lookup(keys, vals, buf[i], buf[i + 1])
+        pair[i] = v
+        if v >= 0:
+            n_ent, n_live = _sweep_push(head, ent_pos, ent_next, n_ent, ranks, n_live, v, i)
+    broken = False
+    while n_live > 0 and not broken:
+        r, n_live = _heap_pop(ranks, n_live)
+        e = head[r]
+        head[r] = -1
+        while e >= 0 and not broken:
+            i = ent_pos[e]
+            e = ent_next[e]
+            if pair[i] < 0 or (pair[i] >> 32) != r:
+                continue  # stale: the pair at i was merged or changed since
+            # Walk to the left end of this chain of rank-r pairs.
+            while prv[i] >= 0 and pair[prv[i]] >= 0 and (pair[prv[i]] >> 32) == r:
+                i = prv[i]
+            # Merge the chain left to right: after merging (i, j), the next candidate
+            # is the pair starting right after the new token.
+            while True:
+                j = nxt[i]
+                buf[i] = pair[i] & LOW32
+                k = nxt[j]
+                nxt[i] = k
+                pair[j] = NO_RANK
+                if k < n:
+                    prv[k] = i
+                p = prv[i]
+                if p >= 0:
+                    v = _lookup(keys, vals, buf[p], buf[i])
+                    pair[p] = v
+                    if v >= 0:
+                        if (v >> 32) <= r:
+                            broken = True
+                            break
+                        n_ent, n_live = _sweep_push(head, ent_pos, ent_next, n_ent, ranks,
+                                                    n_live, v, p)
+                if k >= n:
+                    pair[i] = NO_RANK
+                    break
+                v = _lookup(keys, vals, buf[i], buf[k])
+                pair[i] = v
+                if v >= 0 and (v >> 32) <= r:
+                    broken = True
+                    break
+                if pair[k] >= 0 and (pair[k] >> 32) == r:
+                    i = k  # the chain goes on; merging at k recomputes the pair at i
+                    continue
+                if v >= 0:
+                    n_ent, n_live = _sweep_push(head, ent_pos, ent_next, n_ent, ranks,
+                                                n_live, v, i)
+                break
+    if broken:
+        head[r] = -1
+        while n_live > 0:  # leave the list heads empty for the next call
+            r, n_live = _heap_pop(ranks, n_live)
+            head[r] = -1
+        return -1
+    m = 0
+    i = 0
+    while i < n:
+        buf[m] = buf[i]
+        starts[m] = i
+        m += 1
+        i = nxt[i]
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _sweep_window(buf, x0, x1, keys, vals, head, ids, starts):
+    """Encode ``buf[x0:x1]`` into ``ids[:m]`` with absolute token starts in ``starts[:m + 1]``
+    (``starts[m] = x1``); returns ``m``. The sweep, or the heap where the sweep gives up."""
+    n = x1 - x0
+    for k in range(n):
+        ids[k] = buf[x0 + k]
+    m = _merge_sweep(ids, n, keys, vals, head, starts)
+    if m < 0:
+        for k in range(n):
+            ids[k] = buf[x0 + k]
+        m = _merge_long(ids, n, keys, vals, 0.0, np.ones(1, dtype=np.int64), starts)
+    for k in range(m):
+        starts[k] += x0
+    starts[m] = x1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _merge_windowed(buf, n, keys, vals, head, window, margin):
+    """Merge ``buf[:n]`` in place window by window, so each window's work stays in cache;
+    returns the new length. Exact: where windows do not meet, the piece is merged whole.
+
+    Why it is exact: any run of consecutive tokens of a BPE encoding is itself the encoding
+    of its text, and two encodings that share one token at the same span join at it into
+    the encoding of their union (github/rust-gems ``bpe``, corollaries II and III; the
+    argument needs only the lowest-rank-leftmost rule). So after encoding window A, the
+    next window B starts at the start of a token of A about ``margin`` units before A's
+    end; where A and B first hold the same token at the same span, A's tokens up to it
+    and B's from it on form the encoding of both windows' text. If they share no token,
+    B starts 4, then 16... times further back; if they still do not meet, the whole
+    piece is merged at once instead.
+    Each window is merged by ``_merge_sweep`` (or by the heap where the sweep gives up).
+
+    Parameters
+    ----------
+    buf : int32[>= n]
+        The piece's base ids (n >= 1); on return ``buf[:m]`` holds its token ids.
+    n : int
+        Number of symbols.
+    keys, vals : int64[cap]
+        The merge-rank table.
+    head : int32[sweep_rank_count(keys, vals)]
+        Scratch list heads, all -1 on entry and on return.
+    window, margin : int
+        Units committed per window and units of overlap (``window > margin > 0``).
+    """
+    span = window + margin
+    if n <= span:
+        ids = np.empty(n, dtype=np.int32)
+        m = _sweep_window(buf, 0, n, keys, vals, head, ids, np.empty(n + 1, dtype=np.int32))
+        buf[:m] = ids[:m]
+        return m
+    out = np.empty(n, dtype=np.int32)
+    a_ids = np.empty(span, dtype=np.int32)
+    a_st = np.empty(span + 1, dtype=np.int32)
+    b_ids = np.empty(span, dtype=np.int32)
+    b_st = np.empty(span + 1, dtype=np.int32)
+    xa = 0
+    ea = span
+    na = _sweep_window(buf, xa, ea, keys, vals, head, a_ids, a_st)
+    ia = 0  # A's tokens before ia are committed to out[:m]
+    m = 0
+    while ea < n:
+        # Cut at the last token of A starting at least `back` units before A's end (A's
+        # last tokens may differ from the piece's: A ends where the piece does not); if
+        # the windows do not meet, cut further back.
+        back = margin
+        found = False
+        while True:
+            c = na - 1
+            while c > ia and a_st[c] > ea - back:
+                c -= 1
+            if a_st[c] <= xa:
+                break  # a token as long as the window: no progress possible
+            xb = a_st[c]
+            eb = min(n, xb + span)
+            nb = _sweep_window(buf, xb, eb, keys, vals, head, b_ids, b_st)
+            # The first token both encodings hold at the same span.
+            i = c
+            j = 0
+            while i < na and j < nb:
+                if a_st[i] == b_st[j]:
+                    if a_st[i + 1] == b_st[j + 1] and a_ids[i] == b_ids[j]:
+                        found = True
+                        break
+                    i += 1
+                    j += 1
+                elif a_st[i] < b_st[j]:
+                    i += 1
+                else:
+                    j += 1
+            if found or c == ia or back >= span // 2:
+                break
+            back *= 4
+        if not found:
+            break
+        for k in range(ia, i):
+            out[m] = a_ids[k]
+            m += 1
+        a_ids, b_ids = b_ids, a_ids
+        a_st, b_st = b_st, a_st
+        na = nb
+        ia = j
+        xa = xb
+        ea = eb
+    if ea < n:  # no shared token in some overlap: merge the whole piece (still exact)
+        m = _sweep_window(buf, 0, n, keys, vals, head, out, np.empty(n + 1, dtype=np.int32))
+    else:
+        for k in range(ia, na):
+            out[m] = a_ids[k]
+            m += 1
+    buf[:m] = out[:m]
     return m
 
 
@@ -226,8 +502,8 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 
 @njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits, d0, d1,
-                  out, doc_counts):
+                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits,
+                  d0, d1, out, doc_counts):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
     use_whole = whole_keys.shape[0] > 0
     has_special = piece_special.shape[0] > 0
@@ -243,6 +519,8 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     c_len = np.zeros(n_cache, dtype=np.int64)  # its length in units
     c_out = np.zeros(n_cache, dtype=np.int64)  # start of its ids in out
     c_nout = np.zeros(n_cache, dtype=np.int64)  # number of ids
+    head = np.empty(0, dtype=np.int32)  # the sweep's list heads, allocated on first use
+    no_starts = np.empty(0, dtype=np.int32)
     for d in range(d0, d1):
         p0 = doc_piece_offsets[d]
         p1 = doc_piece_offsets[d + 1]
@@ -295,7 +573,12 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 big = np.empty(n, dtype=np.int32)
                 for k in range(n):
                     big[k] = sym_map[data[s + k]]
-                m = _merge_long(big, n, keys, vals, dropout, rng)
+                if sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
+                    if head.shape[0] == 0:
+                        head = np.full(sweep_ranks, -1, dtype=np.int32)
+                    m = _merge_windowed(big, n, keys, vals, head, SWEEP_WINDOW, SWEEP_MARGIN)
+                else:
+                    m = _merge_long(big, n, keys, vals, dropout, rng, no_starts)
                 for k in range(m):
                     out[o + k] = big[k]
             c_hash[slot] = h
@@ -309,7 +592,8 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                 whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits, n_blocks):
+                 whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits,
+                 n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -340,7 +624,10 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     seed : int
         Dropout seed (non-negative, < 2**31); each document draws from (seed, its index).
     long_piece : int
-        Pieces longer than this many units use the heap algorithm.
+        Pieces longer than this many units use the rank sweep (or the heap algorithm).
+    sweep_ranks : int
+        ``sweep_rank_count(keys, vals)``: > 0 lets long pieces use the rank sweep
+        (``_merge_sweep``); 0 sends them to the heap (``_merge_long``).
     cache_bits : int
         log2 of the per-block piece cache size.
     n_blocks : int
@@ -361,14 +648,14 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
-                      vals, whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits,
-                      d0, d1, out, doc_counts)
+                      vals, whole_keys, tok_off, tok_data, dropout, seed, long_piece,
+                      sweep_ranks, cache_bits, d0, d1, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
 def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits):
+                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits):
     """``encode_batch`` on the calling thread only (no thread pool is started).
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
@@ -378,8 +665,8 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, cache_bits, 0,
-                  n_docs, out, doc_counts)
+                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits,
+                  0, n_docs, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 

@@ -1,0 +1,219 @@
+"""The long-piece algorithms against the specification and against each other.
+
+A piece longer than ``LONG_PIECE`` units is merged by the rank sweep, window by window
+(``_merge_windowed``); a window where the sweep gives up (a merge made a pair of lower
+rank) goes to the heap (``_merge_long``), as do BPE-dropout pieces. The windows are 8 KiB
+in production; here they are a few units wide so that every path (window cuts,
+resynchronisation at a shared token, the whole-piece fallback when windows do not meet,
+the last window) runs on small inputs that the reference (``reference.encode_symbols``)
+can check.
+"""
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import fastbpe_nb as fb
+from fastbpe_nb import reference as ref
+from fastbpe_nb.kernels.encode import (
+    SWEEP_MARGIN, SWEEP_WINDOW, _merge_long, _merge_sweep, _merge_windowed, sweep_rank_count,
+)
+from fastbpe_nb.kernels.hashing import build_rank_table
+
+from fbtest import NOJIT
+
+EXAMPLES = 40 if NOJIT else 200
+
+
+def tables(merges, merge_ids):
+    return build_rank_table(np.asarray(merges, dtype=np.int32).reshape(-1, 2),
+                            np.asarray(merge_ids, dtype=np.int32))
+
+
+def run_all(symbols, keys, vals, window, margin, in_hypothesis=False):
+    """(heap, sweep, windowed) results for one piece of base ids, and the heap's token
+    starts; the sweep's entry is None where it gave up (a merge made a lower-rank pair)."""
+    base = np.asarray(symbols, dtype=np.int32)
+    n = len(base)
+    heap = base.copy()
+    heap_starts = np.empty(n, dtype=np.int32)
+    m = _merge_long(heap, n, keys, vals, 0.0, np.ones(1, np.int64), heap_starts)
+    out = [heap[:m].tolist()]
+    head = np.full(sweep_rank_count(keys, vals), -1, dtype=np.int32)
+    sweep = base.copy()
+    starts = np.empty(n, dtype=np.int32)
+    m = _merge_sweep(sweep, n, keys, vals, head, starts)
+    assert (head == -1).all(), "the sweep must leave its list heads empty"
+    if m >= 0:
+        out.append(sweep[:m].tolist())
+        assert starts[:m].tolist() == heap_starts[: len(out[0])].tolist()
+    else:
+        if in_hypothesis:
+            event("the sweep gave up: the heap took over")
+        out.append(None)
+    windowed = base.copy()
+    m = _merge_windowed(windowed, n, keys, vals, head, window, margin)
+    out.append(windowed[:m].tolist())
+    assert (head == -1).all(), "the sweep must leave its list heads empty"
+    return out, heap_starts[: len(out[0])]
+
+
+def merges_over(draw_merges, n_base):
+    """Explicit merges whose ids are defined before use (the model-file rule); a merge
+    that rebuilds an existing token reuses its id, as in ``model_from_merges``."""
+    tokens = [(k,) for k in range(n_base)]
+    known = {t: i for i, t in enumerate(tokens)}
+    pairs = []
+    for a, b in draw_merges:
+        a, b = a % len(tokens), b % len(tokens)
+        pairs.append((a, b))
+        made = tokens[a] + tokens[b]
+        if made not in known:
+            known[made] = len(tokens)
+            tokens.append(made)
+    return pairs
+
+
+@st.composite
+def merge_lists(draw, n_base=3):
+    raw = draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=16))
+    return merges_over(raw, n_base)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(merges=merge_lists(), text=st.lists(st.integers(0, 2), min_size=1, max_size=300),
+       window=st.integers(2, 24), margin=st.integers(1, 12))
+def test_sweep_and_windows_match_reference(merges, text, window, margin):
+    # Base ids 0..2 (so runs and ties are everywhere), merge k makes id 3 + k unless it
+    # rebuilds an existing token (then the id is reused, as model files allow).
+    margin = min(margin, window - 1) if window > 1 else 1
+    alphabet = [chr(97 + k) for k in range(3)]
+    model = ref.model_from_merges(merges, base="chars", alphabet=alphabet, pattern=None)
+    keys, vals = tables(merges, model.merge_ids)
+    expected = ref.encode_symbols(text, model)
+    results, starts = run_all(text, keys, vals, window, margin, in_hypothesis=True)
+    assert results[0] == results[2] == expected
+    assert results[1] in (None, expected)
+    # The token starts are the offsets of the tokens' first units.
+    lengths = [len(model.token_bytes[t]) for t in expected]
+    assert starts.tolist() == np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 6)),
+                      max_size=20),
+       text=st.lists(st.integers(0, 3), min_size=1, max_size=200),
+       window=st.integers(2, 16), margin=st.integers(1, 8))
+def test_arbitrary_rank_tables(table, text, window, margin):
+    # Any pair -> (rank, id) table, as a hand-made or imported file could hold: merges
+    # may make ids used by lower ranks, so the sweep gives up often; the result must
+    # still be the rule's (reference.encode_symbols reads only merges and merge_ids).
+    margin = min(margin, window - 1)
+    merges = [(a, b) for a, b, _ in table]
+    made = [c for _, _, c in table]
+    keys, vals = tables(merges, made)
+    expected = ref.encode_symbols(text, SimpleNamespace(merges=merges, merge_ids=made))
+    results, _ = run_all(text, keys, vals, window, margin, in_hypothesis=True)
+    assert results[0] == results[2] == expected
+    assert results[1] in (None, expected)
+
+
+def trained(docs, n_merges, tie):
+    model = ref.train(docs, num_merges=n_merges, pattern=None, tie_break=tie)
+    keys, vals = tables(model.merges, model.merge_ids)
+    return model, keys, vals
+
+
+@pytest.mark.parametrize("tie", ["ids", "hf", "first", "bytes"])
+@pytest.mark.parametrize("seed", range(4))
+def test_trained_tables_on_runs_and_random_text(tie, seed):
+    # Runs of one symbol, alternations and random text: the windows must meet (or fall
+    # back) and give exactly the reference's tokens for every tie rule.
+    rng = random.Random(seed)
+    docs = ["a" * rng.randint(1, 40) + "b" * rng.randint(0, 9) for _ in range(30)]
+    docs += ["".join(rng.choices("ab", k=30)) for _ in range(10)] + ["ab" * 20, "aab" * 9]
+    model, keys, vals = trained(docs, 25, tie)
+    texts = ["a" * 257, "ab" * 150 + "a", "b" + "a" * 300, "aab" * 97,
+             "".join(rng.choices("ab", k=400)), "".join(rng.choices("aab", k=333))]
+    for text in texts:
+        symbols = list(text.encode())
+        expected = ref.encode_symbols(symbols, model)
+        for window, margin in [(2, 1), (5, 2), (16, 3), (64, 8), (SWEEP_WINDOW, SWEEP_MARGIN)]:
+            results, _ = run_all(symbols, keys, vals, window, margin)
+            # Trained tables never make the sweep give up.
+            assert results == [expected] * 3, (text[:20], window, margin)
+
+
+def test_sweep_gives_up_on_a_lower_rank_pair():
+    # Merge 0 joins two tokens that only merges 1 and 2 make. On "abbc" the sweep merges
+    # (a, b) at rank 1 and (b, c) at rank 2, which creates the pair (ab, bc) of rank 0:
+    # it must stop (-1), leave its list heads empty, and the windowed merge must hand the
+    # piece to the heap and still follow the rule.
+    merges = [(256, 258), (97, 98), (98, 99)]
+    keys, vals = tables(merges, [259, 256, 258])
+    assert sweep_rank_count(keys, vals) == 3
+    symbols = [97, 98, 98, 99]
+    head = np.full(3, -1, dtype=np.int32)
+    assert _merge_sweep(np.array(symbols, np.int32), 4, keys, vals, head, np.empty(4, np.int32)) == -1
+    assert (head == -1).all()
+    model = SimpleNamespace(merges=merges, merge_ids=[259, 256, 258])
+    for text in [symbols, symbols * 40, [97] + symbols * 9 + [99]]:
+        expected = ref.encode_symbols(text, model)
+        for window, margin in [(3, 1), (8, 4), (SWEEP_WINDOW, SWEEP_MARGIN)]:
+            results, _ = run_all(text, keys, vals, window, margin)
+            assert results[0] == results[2] == expected
+    assert expected[:2] == [97, 259]
+
+
+def test_rank_heads_size():
+    keys, vals = tables([(97, 98), (256, 99)], [256, 257])
+    assert sweep_rank_count(keys, vals) == 2
+    keys, vals = tables(np.zeros((0, 2)), [])
+    assert sweep_rank_count(keys, vals) == 0
+
+
+def test_tokenizer_long_pieces_end_to_end():
+    # Pieces longer than a production window through the public API: digits, spaces and
+    # letters with gpt2 pre-tokenization, against the heap path on the same tokenizer.
+    rng = random.Random(5)
+    corpus = ["".join(rng.choices("0123456789", k=60)) for _ in range(40)]
+    corpus += [" " * rng.randint(1, 30) + "x" for _ in range(40)]
+    corpus += ["".join(rng.choices("abcde", k=50)) for _ in range(40)]
+    tok = fb.train(corpus, num_merges=120, pattern="gpt2")
+    n = 3 * (SWEEP_WINDOW + SWEEP_MARGIN) + 17
+    texts = ["".join(rng.choices("0123456789", k=n)), " " * n + "x",
+             "".join(rng.choices("abcde", k=n)), "ab" * n]
+    keys, vals = tok._rank_table()
+    for text in texts:
+        ids = tok.encode(text)
+        assert tok.decode(ids) == text
+        for piece in fb.pretokenize.split(text, "gpt2"):
+            base = tok._sym_map[np.frombuffer(piece.encode(), np.uint8)].astype(np.int32)
+            heap = base.copy()
+            m = _merge_long(heap, len(base), keys, vals, 0.0, np.ones(1, np.int64), heap[:0])
+            assert tok.encode(piece) == heap[:m].tolist()
+        assert tok.encode_batch([text, text[:100]], num_threads=2)[0] == ids
+
+
+def test_ranks_mode_tables_sweep_like_the_heap(tmp_path):
+    # A tiktoken export reloads in "ranks" mode: every two-token split of a token is a
+    # pair ranked by the token, so a merge can make a pair ranked below it (the sweep
+    # gives up on that window and the heap takes it): same tokens as the pairs model.
+    rng = random.Random(9)
+    corpus = ["".join(rng.choices("ab", k=40)) + " " + "".join(rng.choices("xyz", k=30))
+              for _ in range(50)]
+    tok = fb.train(corpus, num_merges=80, pattern="gpt2")
+    path = tmp_path / "m.tiktoken"
+    tok.to_tiktoken(path)
+    ranked = fb.from_tiktoken(path, pattern="gpt2")
+    assert ranked.merge_mode == "ranks"
+    keys, vals = ranked._rank_table()
+    for text in ["".join(rng.choices("ab", k=700)), "".join(rng.choices("xyz", k=900)), "a" * 999]:
+        symbols = ranked._sym_map[np.frombuffer(text.encode(), np.uint8)].astype(np.int32)
+        results, _ = run_all(symbols, keys, vals, 7, 3)
+        assert results[0] == results[2] and results[1] in (None, results[0])
+        assert ranked.encode(text) == tok.encode(text)
