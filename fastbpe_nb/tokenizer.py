@@ -251,6 +251,7 @@ class Tokenizer:
         self._rank_vals = None
         self._sweep_ranks = None
         self._whole = None
+        self._id_objects = None  # object array: the int of each id, shared by id lists
         self._build_tables()
 
     # ------------------------------------------------------------------ tables
@@ -334,7 +335,7 @@ class Tokenizer:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_rank_keys"] = state["_rank_vals"] = state["_whole"] = None  # rebuilt on demand
-        state["_sweep_ranks"] = None
+        state["_sweep_ranks"] = state["_id_objects"] = None
         state["_matchers"] = {}
         return state
 
@@ -593,12 +594,12 @@ class Tokenizer:
             raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
         ids, _ = self._run(self._layout([text], allowed, disallowed), dropout=dropout, seed=seed)
-        return ids.tolist()
+        return self._id_list(ids)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text`` ignoring special tokens (their text is encoded as plain text)."""
         ids, _ = self._run(self._layout([text], frozenset(), frozenset()))
-        return ids.tolist()
+        return self._id_list(ids)
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """Encode arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back.
@@ -617,7 +618,22 @@ class Tokenizer:
         layout = (np.frombuffer(data, dtype=np.uint8), offsets,
                   np.full(len(lengths), -1, dtype=np.int32), np.array([0, len(lengths)], np.int64))
         ids, _ = self._run(layout)
-        return ids.tolist()
+        return self._id_list(ids)
+
+    def _id_list(self, ids: np.ndarray) -> list[int]:
+        """``ids.tolist()``, with one shared int object per id (see ``_shared_ints``)."""
+        return self._shared_ints(ids).tolist()
+
+    def _shared_ints(self, ids: np.ndarray) -> np.ndarray:
+        """``ids`` as an object array of one shared int per id: its ``tolist()`` copies
+        pointers instead of creating an int per token (a 4M-token list: 2x faster, half
+        the memory). Short arrays, and arrays of ids below 257 (Python's cached small
+        ints), are returned as they are."""
+        if len(ids) < 64 or ids.max() <= 256:
+            return ids
+        if self._id_objects is None:
+            self._id_objects = np.array(range(self.vocab_size), dtype=object)
+        return self._id_objects.take(ids)
 
     def encode_batch(self, texts, num_threads=None, allowed_special=(), disallowed_special="all"):
         """Encode many documents at once, on all cores.
@@ -633,6 +649,7 @@ class Tokenizer:
         if not texts:
             return []
         ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("document", 0)), n_threads)
+        ids = self._shared_ints(ids)
         return [part.tolist() for part in np.split(ids, offsets[1:-1])]
 
     def _encode_arrow(self, array, allowed, disallowed, n_threads, row_base=0):

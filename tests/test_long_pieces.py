@@ -27,6 +27,7 @@ from fastbpe_nb.kernels.hashing import build_rank_table
 from fbtest import NOJIT
 
 EXAMPLES = 40 if NOJIT else 200
+NO_MAP = np.zeros(0, dtype=np.int32)  # units are base ids already
 
 
 def tables(merges, merge_ids):
@@ -55,9 +56,16 @@ def run_all(symbols, keys, vals, window, margin, in_hypothesis=False):
         if in_hypothesis:
             event("the sweep gave up: the heap took over")
         out.append(None)
-    windowed = base.copy()
-    m = _merge_windowed(windowed, n, keys, vals, head, window, margin)
-    out.append(windowed[:m].tolist())
+    windowed = np.full(n + 3, -7, dtype=np.int32)
+    m = _merge_windowed(base, NO_MAP, 0, n, keys, vals, head, window, margin, windowed, 3)
+    out.append(windowed[3:3 + m].tolist())
+    assert (windowed[:3] == -7).all(), "wrote before its output offset"
+    # The same through a unit -> base id map, from an offset in the units.
+    shifted = np.concatenate([[5, 5], base + 1]).astype(np.int32)
+    unmap = np.arange(-1, base.max(initial=0) + 1, dtype=np.int32)
+    again = np.empty(n, dtype=np.int32)
+    m2 = _merge_windowed(shifted, unmap, 2, n, keys, vals, head, window, margin, again, 0)
+    assert again[:m2].tolist() == out[-1]
     assert (head == -1).all(), "the sweep must leave its list heads empty"
     return out, heap_starts[: len(out[0])]
 

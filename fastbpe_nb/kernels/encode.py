@@ -5,18 +5,22 @@ with the lowest merge rank, the leftmost one on equal rank, until no adjacent pa
 rank. Nothing in the input is counted, and this is not longest-match.
 
 Short pieces use a flat array (an O(n^2) scan that beats any heap for a handful of
-symbols). Pieces longer than ``long_piece`` units use a linked list and one of two exact
-algorithms, so a pathological piece (a megabyte of digits or spaces) is never O(n^2):
+symbols). Pieces longer than ``long_piece`` units use linked lists, so a pathological
+piece (a megabyte of digits or spaces) is never O(n^2):
 
-* the rank sweep (``_merge_sweep``), when every merge outranks the merges that made its
-  parts (``sweep_rank_count``; true of trained and tiktoken-style tables): positions are
-  queued per rank and each rank is merged in one pass, with mostly sequential memory
-  access, O(n log k) for k distinct ranks;
-* otherwise, and for BPE-dropout, a binary min-heap of ``(rank << 32) | position`` keys
-  (``_merge_long``), O(n log n).
-Each block of documents keeps a small direct-mapped cache of pieces it has already
-encoded (keyed by a hash of the piece's units, verified unit by unit on a hit), so repeated
-words cost one hash and one copy.
+* ``_merge_windowed`` cuts the piece into overlapping windows of ``SWEEP_WINDOW`` units
+  that stay in cache and joins their encodings where they share a token (exact, see its
+  docstring); each window is merged by the rank sweep (``_merge_sweep``): positions are
+  queued per rank and each rank is merged in one pass, O(n log k) for k distinct ranks.
+  The sweep needs each merge to make only pairs of higher rank (always true of trained
+  tables); where a merge does not, it gives up and that window goes to the heap;
+* the heap (``_merge_long``): a binary min-heap of ``(rank << 32) | position`` keys,
+  O(n log n); also the BPE-dropout path.
+
+Each block of documents keeps a small direct-mapped cache of the pieces (up to
+``CACHE_UNITS`` units) it has already encoded, keyed by a hash of the piece's units and
+holding copies of its units and ids (verified unit by unit on a hit), so repeated words
+cost one hash and one copy within a few hundred KB of cache.
 """
 
 import numpy as np
@@ -33,6 +37,9 @@ SWEEP_MAX_UNITS = 2**31 - 1
 SWEEP_WINDOW = 8192
 #: Overlap of consecutive windows, in units, where their encodings must meet.
 SWEEP_MARGIN = 256
+#: Longest piece (in units) the per-block piece cache keeps; longer pieces are rarely
+#: repeated and are merged each time.
+CACHE_UNITS = 24
 
 
 @njit(cache=True, nogil=True)
@@ -333,16 +340,27 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
 
 
 @njit(cache=True, nogil=True)
-def _sweep_window(buf, x0, x1, keys, vals, head, ids, starts):
-    """Encode ``buf[x0:x1]`` into ``ids[:m]`` with absolute token starts in ``starts[:m + 1]``
-    (``starts[m] = x1``); returns ``m``. The sweep, or the heap where the sweep gives up."""
+def _load_units(units, sym_map, start, ids, n):
+    """``ids[:n]`` = base ids of ``units[start:start + n]`` (through ``sym_map`` unless it
+    is empty, when the units are base ids already)."""
+    if sym_map.shape[0] > 0:
+        for k in range(n):
+            ids[k] = sym_map[units[start + k]]
+    else:
+        for k in range(n):
+            ids[k] = units[start + k]
+
+
+@njit(cache=True, nogil=True)
+def _sweep_window(units, sym_map, s, x0, x1, keys, vals, head, ids, starts):
+    """Encode the piece's units ``x0:x1`` (``units[s + x0:s + x1]``) into ``ids[:m]``, with
+    token starts (offsets in the piece) in ``starts[:m + 1]`` (``starts[m] = x1``);
+    returns ``m``. The sweep, or the heap where the sweep gives up."""
     n = x1 - x0
-    for k in range(n):
-        ids[k] = buf[x0 + k]
+    _load_units(units, sym_map, s + x0, ids, n)
     m = _merge_sweep(ids, n, keys, vals, head, starts)
     if m < 0:
-        for k in range(n):
-            ids[k] = buf[x0 + k]
+        _load_units(units, sym_map, s + x0, ids, n)
         m = _merge_long(ids, n, keys, vals, 0.0, np.ones(1, dtype=np.int64), starts)
     for k in range(m):
         starts[k] += x0
@@ -351,9 +369,10 @@ def _sweep_window(buf, x0, x1, keys, vals, head, ids, starts):
 
 
 @njit(cache=True, nogil=True)
-def _merge_windowed(buf, n, keys, vals, head, window, margin):
-    """Merge ``buf[:n]`` in place window by window, so each window's work stays in cache;
-    returns the new length. Exact: where windows do not meet, the piece is merged whole.
+def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out, o):
+    """Merge one piece window by window, so each window's work stays in cache; writes its
+    ids to ``out[o:o + m]`` and returns ``m``. Exact: where windows do not meet, the piece
+    is merged whole.
 
     Why it is exact: any run of consecutive tokens of a BPE encoding is itself the encoding
     of its text, and two encodings that share one token at the same span join at it into
@@ -363,37 +382,40 @@ def _merge_windowed(buf, n, keys, vals, head, window, margin):
     end; where A and B first hold the same token at the same span, A's tokens up to it
     and B's from it on form the encoding of both windows' text. If they share no token,
     B starts 4, then 16... times further back; if they still do not meet, the whole
-    piece is merged at once instead.
-    Each window is merged by ``_merge_sweep`` (or by the heap where the sweep gives up).
+    piece is merged at once instead. Each window is merged by ``_merge_sweep`` (or by
+    the heap where the sweep gives up).
 
     Parameters
     ----------
-    buf : int32[>= n]
-        The piece's base ids (n >= 1); on return ``buf[:m]`` holds its token ids.
-    n : int
-        Number of symbols.
+    units : uint8[:] or int32[:]
+        Input units; the piece is ``units[s:s + n]`` (n >= 1).
+    sym_map : int32[k] or int32[0]
+        Base id of each unit value; empty when the units are base ids already.
+    s, n : int
+        Start and length of the piece in ``units``.
     keys, vals : int64[cap]
         The merge-rank table.
     head : int32[sweep_rank_count(keys, vals)]
         Scratch list heads, all -1 on entry and on return.
     window, margin : int
         Units committed per window and units of overlap (``window > margin > 0``).
+    out : int32[>= o + n]
+        Output, a different array from ``units``; ``out[o:o + n]`` may be overwritten.
+    o : int
+        Where the piece's ids go.
     """
     span = window + margin
     if n <= span:
-        ids = np.empty(n, dtype=np.int32)
-        m = _sweep_window(buf, 0, n, keys, vals, head, ids, np.empty(n + 1, dtype=np.int32))
-        buf[:m] = ids[:m]
-        return m
-    out = np.empty(n, dtype=np.int32)
+        return _sweep_window(units, sym_map, s, 0, n, keys, vals, head, out[o:o + n],
+                             np.empty(n + 1, dtype=np.int32))
     a_ids = np.empty(span, dtype=np.int32)
     a_st = np.empty(span + 1, dtype=np.int32)
     b_ids = np.empty(span, dtype=np.int32)
     b_st = np.empty(span + 1, dtype=np.int32)
     xa = 0
     ea = span
-    na = _sweep_window(buf, xa, ea, keys, vals, head, a_ids, a_st)
-    ia = 0  # A's tokens before ia are committed to out[:m]
+    na = _sweep_window(units, sym_map, s, xa, ea, keys, vals, head, a_ids, a_st)
+    ia = 0  # A's tokens before ia are committed to out[o:o + m]
     m = 0
     while ea < n:
         # Cut at the last token of A starting at least `back` units before A's end (A's
@@ -409,7 +431,7 @@ def _merge_windowed(buf, n, keys, vals, head, window, margin):
                 break  # a token as long as the window: no progress possible
             xb = a_st[c]
             eb = min(n, xb + span)
-            nb = _sweep_window(buf, xb, eb, keys, vals, head, b_ids, b_st)
+            nb = _sweep_window(units, sym_map, s, xb, eb, keys, vals, head, b_ids, b_st)
             # The first token both encodings hold at the same span.
             i = c
             j = 0
@@ -428,9 +450,11 @@ def _merge_windowed(buf, n, keys, vals, head, window, margin):
                 break
             back *= 4
         if not found:
-            break
+            # No shared token in some overlap: merge the whole piece (still exact).
+            return _sweep_window(units, sym_map, s, 0, n, keys, vals, head, out[o:o + n],
+                                 np.empty(n + 1, dtype=np.int32))
         for k in range(ia, i):
-            out[m] = a_ids[k]
+            out[o + m] = a_ids[k]
             m += 1
         a_ids, b_ids = b_ids, a_ids
         a_st, b_st = b_st, a_st
@@ -438,13 +462,9 @@ def _merge_windowed(buf, n, keys, vals, head, window, margin):
         ia = j
         xa = xb
         ea = eb
-    if ea < n:  # no shared token in some overlap: merge the whole piece (still exact)
-        m = _sweep_window(buf, 0, n, keys, vals, head, out, np.empty(n + 1, dtype=np.int32))
-    else:
-        for k in range(ia, na):
-            out[m] = a_ids[k]
-            m += 1
-    buf[:m] = out[:m]
+    for k in range(ia, na):
+        out[o + m] = a_ids[k]
+        m += 1
     return m
 
 
@@ -514,11 +534,13 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     rk = np.empty(max_short, dtype=np.int64)
     n_cache = 1 << cache_bits
     cmask = n_cache - 1
+    # The cache holds copies of the pieces' units and ids (not offsets into data and out):
+    # a hit then reads a few hundred KB that stay in cache, not text megabytes back.
     c_hash = np.full(n_cache, EMPTY, dtype=np.int64)
-    c_in = np.zeros(n_cache, dtype=np.int64)  # start of the cached piece in data
-    c_len = np.zeros(n_cache, dtype=np.int64)  # its length in units
-    c_out = np.zeros(n_cache, dtype=np.int64)  # start of its ids in out
-    c_nout = np.zeros(n_cache, dtype=np.int64)  # number of ids
+    c_len = np.zeros(n_cache, dtype=np.int64)  # the cached piece's length in units
+    c_nout = np.zeros(n_cache, dtype=np.int64)  # its number of ids
+    c_units = np.empty((n_cache, CACHE_UNITS), dtype=data.dtype)
+    c_ids = np.empty((n_cache, CACHE_UNITS), dtype=np.int32)
     head = np.empty(0, dtype=np.int32)  # the sweep's list heads, allocated on first use
     no_starts = np.empty(0, dtype=np.int32)
     for d in range(d0, d1):
@@ -550,17 +572,16 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     o += 1
                     continue
             slot = (h ^ (h >> 17)) & cmask
-            if use_cache and c_hash[slot] == h and c_len[slot] == n:
-                cs = c_in[slot]
+            cacheable = use_cache and n <= CACHE_UNITS
+            if cacheable and c_hash[slot] == h and c_len[slot] == n:
                 same = True
                 for k in range(n):
-                    if data[cs + k] != data[s + k]:
+                    if c_units[slot, k] != data[s + k]:
                         same = False
                         break
                 if same:
-                    co = c_out[slot]
                     for k in range(c_nout[slot]):
-                        out[o + k] = out[co + k]
+                        out[o + k] = c_ids[slot, k]
                     o += c_nout[slot]
                     continue
             if n <= long_piece and not dropout > 0.0:
@@ -569,23 +590,24 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 m = _merge_short(buf, n, rk, keys, vals)
                 for k in range(m):
                     out[o + k] = buf[k]
+            elif sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
+                if head.shape[0] == 0:
+                    head = np.full(sweep_ranks, -1, dtype=np.int32)
+                m = _merge_windowed(data, sym_map, s, n, keys, vals, head, SWEEP_WINDOW,
+                                    SWEEP_MARGIN, out, o)
             else:
-                big = np.empty(n, dtype=np.int32)
+                big = out[o:o + n]  # ids never outgrow the piece's units
                 for k in range(n):
                     big[k] = sym_map[data[s + k]]
-                if sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
-                    if head.shape[0] == 0:
-                        head = np.full(sweep_ranks, -1, dtype=np.int32)
-                    m = _merge_windowed(big, n, keys, vals, head, SWEEP_WINDOW, SWEEP_MARGIN)
-                else:
-                    m = _merge_long(big, n, keys, vals, dropout, rng, no_starts)
+                m = _merge_long(big, n, keys, vals, dropout, rng, no_starts)
+            if cacheable:
+                c_hash[slot] = h
+                c_len[slot] = n
+                c_nout[slot] = m
+                for k in range(n):
+                    c_units[slot, k] = data[s + k]
                 for k in range(m):
-                    out[o + k] = big[k]
-            c_hash[slot] = h
-            c_in[slot] = s
-            c_len[slot] = n
-            c_out[slot] = o
-            c_nout[slot] = m
+                    c_ids[slot, k] = out[o + k]
             o += m
         doc_counts[d] = o - o_start
 
@@ -677,6 +699,11 @@ def _compact(out, doc_counts, piece_offsets, doc_piece_offsets):
     doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     for d in range(n_docs):
         doc_offsets[d + 1] = doc_offsets[d] + doc_counts[d]
+    if n_docs == 1:
+        # One document (encode, encode_ordinary): its ids already sit together; a view
+        # saves a copy (the caller turns it into a list and drops it).
+        src = piece_offsets[doc_piece_offsets[0]]
+        return out[src:src + doc_counts[0]], doc_offsets
     ids = np.empty(doc_offsets[n_docs], dtype=np.int32)
     for d in range(n_docs):
         src = piece_offsets[doc_piece_offsets[d]]
