@@ -100,6 +100,19 @@ def scan_offsets(data, doc_offsets, name: str) -> tuple[np.ndarray, np.ndarray]:
     return call_kernel(scan_batch, data_array, offsets, pattern_id, stage1, stage2)
 
 
+def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str):
+    """``(piece_offsets, next_start)``: the pieces of the one document ``data`` (uint8,
+    C-contiguous) from piece start ``start`` until one ends at or after ``limit``; the
+    same pieces as ``scan_offsets`` of the whole document (see ``kernels.scan.scan_prefix``)."""
+    from fastbpe_nb.kernels.scan import scan_prefix
+    from fastbpe_nb.parallel import call_kernel
+
+    stage1, stage2 = class_table()
+    offsets, next_start = call_kernel(scan_prefix, data, int(start), len(data), int(limit),
+                                      PATTERN_IDS[name], stage1, stage2)
+    return offsets, int(next_start)
+
+
 def split(text: str, name: str) -> list[str]:
     """Pre-tokenize one ``str`` (convenience for tests; same pieces as ``regex.findall``)."""
     encoded = text.encode("utf-8")

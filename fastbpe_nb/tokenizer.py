@@ -26,10 +26,13 @@ from .errors import (
     UnknownTokenError,
 )
 
-#: Pieces longer than this many units are merged with the heap algorithm.
+#: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
 LONG_PIECE = 48
 #: log2 of the per-block cache of encoded pieces.
 CACHE_BITS = 12
+#: A single text longer than this (in UTF-8 bytes) is pre-tokenized and encoded this many
+#: bytes at a time (see Tokenizer._encode_huge).
+SEGMENT_BYTES = 2 << 20
 
 
 #: Unicode normalization forms a tokenizer may apply before encoding (None: identity).
@@ -593,13 +596,62 @@ class Tokenizer:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
             raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        if dropout == 0:
+            ids = self._encode_huge(text, allowed, disallowed)
+            if ids is not None:
+                return ids
         ids, _ = self._run(self._layout([text], allowed, disallowed), dropout=dropout, seed=seed)
         return self._id_list(ids)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text`` ignoring special tokens (their text is encoded as plain text)."""
+        ids = self._encode_huge(text, frozenset(), frozenset())
+        if ids is not None:
+            return ids
         ids, _ = self._run(self._layout([text], frozenset(), frozenset()))
         return self._id_list(ids)
+
+    def _encode_huge(self, text, allowed: frozenset, disallowed: frozenset):
+        """A text of more than ``SEGMENT_BYTES``, scanned and encoded a segment at a time
+        (the same ids); None when it is not that (or holds an allowed special token).
+
+        Why: arrays per byte and per piece of a 16 MiB text outgrow the allocator's reuse
+        (glibc maps anything over 32 MB afresh, and each new page faults); per segment,
+        the scratch memory is reused, so time and peak memory grow linearly.
+        """
+        if (not isinstance(text, str) or len(text) < SEGMENT_BYTES // 4 or self.base != "bytes"
+                or self.normalization is not None or not pretokenize.uses_scanner(self.pattern)):
+            return None
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = clean_text(text)
+            raw = text.encode("utf-8")
+        if len(raw) <= SEGMENT_BYTES:
+            return None
+        if disallowed:
+            disallowed_m = self._matcher(disallowed)
+            if disallowed_m.maybe_in(text):
+                self._check_disallowed(text, disallowed_m, 0, None)
+        if allowed and self._matcher(allowed).maybe_in(text):
+            return None
+        from ._scanner import scan_prefix_offsets
+
+        data = np.frombuffer(raw, dtype=np.uint8)
+        no_special = np.zeros(0, dtype=np.int32)
+        ids = None
+        start = 0
+        while start < len(data):
+            pieces, end = scan_prefix_offsets(data, start, start + SEGMENT_BYTES, self.pattern)
+            layout = (data[start:end], pieces - start, no_special,
+                      np.array([0, len(pieces) - 1], dtype=np.int64))
+            part = self._id_list(self._run(layout)[0])
+            if ids is None:
+                ids = part  # one huge piece may be the whole text: no second copy
+            else:
+                ids.extend(part)
+            start = end
+        return ids
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """Encode arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back.

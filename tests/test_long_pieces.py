@@ -225,3 +225,30 @@ def test_ranks_mode_tables_sweep_like_the_heap(tmp_path):
         results, _ = run_all(symbols, keys, vals, 7, 3)
         assert results[0] == results[2] and results[1] in (None, results[0])
         assert ranked.encode(text) == tok.encode(text)
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
+def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, pattern):
+    # Texts over SEGMENT_BYTES are scanned and encoded a segment at a time; with 64-byte
+    # segments every piece kind crosses a segment limit, including pieces longer than a
+    # segment. The ids must be those of the one-shot path, for every entry point.
+    import fastbpe_nb.tokenizer as tk
+
+    rng = random.Random(3)
+    corpus = ["".join(rng.choices("ab cd\n12'  .", k=80)) for _ in range(60)]
+    tok = fb.train(corpus, num_merges=60, pattern=pattern, special_tokens=["<|s|>"])
+    texts = ["".join(rng.choices("ab cd\n12'  .é中", k=3000)),
+             "x" * 500 + " " * 300 + "7" * 400 + "\n" * 200,
+             "ab" * 700 + "<|s|" + "a" * 90]
+    one_shot = [tok._id_list(tok._run(tok._layout([t], frozenset(), frozenset()))[0]) for t in texts]
+    assert tok._encode_huge(texts[0], frozenset(), frozenset()) is None  # under 2 MiB
+    monkeypatch.setattr(tk, "SEGMENT_BYTES", 64)
+    for text, expected in zip(texts, one_shot):
+        assert tok._encode_huge(text, frozenset(), frozenset()) == expected
+        assert tok.encode_ordinary(text) == expected
+        assert tok.encode(text) == expected
+    with pytest.raises(fb.DisallowedSpecialTokenError):
+        tok.encode(texts[2] + "<|s|>")
+    special = texts[2] + "<|s|>"
+    assert tok._encode_huge(special, frozenset({"<|s|>"}), frozenset()) is None
+    assert tok.encode(special, allowed_special="all")[-1] == tok.special_tokens["<|s|>"]

@@ -273,6 +273,40 @@ def test_tiny_decode_windows_give_the_same_boundaries(name, docs, window):
 
 
 @pytest.mark.parametrize("name", PATTERN_NAMES)
+@HYPOTHESIS
+@given(text=texts, steps=st.lists(st.integers(1, 9), min_size=1, max_size=40))
+def test_scan_prefix_chains_to_the_whole_scan(name, text, steps):
+    # A huge text is scanned a segment at a time (Tokenizer._encode_huge): chained
+    # scan_prefix calls, whatever the limits, give exactly the pieces of one whole scan.
+    from fastbpe_nb._scanner import scan_prefix_offsets
+
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    if len(data) == 0:
+        return
+    expected = scan_offsets(data, None, name)[0].tolist()
+    got = [0]
+    start = 0
+    k = 0
+    while start < len(data):
+        pieces, end = scan_prefix_offsets(data, start, start + steps[k % len(steps)], name)
+        assert pieces[0] == start and pieces[-1] == end > start
+        assert end >= min(len(data), start + steps[k % len(steps)])
+        got.extend(pieces[1:].tolist())
+        start = end
+        k += 1
+    assert got == expected
+
+
+def test_scan_prefix_validates_input():
+    from fastbpe_nb._scanner import scan_prefix_offsets
+
+    data = np.frombuffer(b"hello world", dtype=np.uint8)
+    for start, limit in [(-1, 3), (11, 12), (3, 3)]:
+        with pytest.raises(ValueError):
+            scan_prefix_offsets(data, start, limit, "gpt2")
+
+
+@pytest.mark.parametrize("name", PATTERN_NAMES)
 def test_batch_edge_cases(name):
     assert_batch_matches_regex(name, [])
     assert_batch_matches_regex(name, [b""])

@@ -648,48 +648,110 @@ def scan_batch_window(data, doc_offsets, pattern_id, stage1, stage2, window_byte
     piece_offsets = np.empty(doc_offsets[n_docs] - doc_offsets[0] + 1, dtype=np.int64)
     piece_offsets[0] = doc_offsets[0]
     # Documents are decoded through a window of at most `window` bytes so the
-    # per-character buffers stay in cache; it doubles when one piece needs more.
+    # per-character buffers stay in cache; it grows when one piece needs more.
     window = window_bytes
-    capacity = window  # characters the buffers hold (a window's bytes hold no more)
-    words = np.empty(capacity + N_SENTINELS, dtype=np.uint32)
-    char_offsets = np.empty(capacity + 1, dtype=np.int64)
+    words = np.empty(window + N_SENTINELS, dtype=np.uint32)
+    char_offsets = np.empty(window + 1, dtype=np.int64)
     ascii_words = ascii_class_words(stage1, stage2)
     n_pieces = 0
     for d in range(n_docs):
         doc_piece_offsets[d] = n_pieces
-        pos = doc_offsets[d]
         end = doc_offsets[d + 1]
-        while pos < end:
-            stop = min(end, pos + window)
-            if stop - pos > capacity:
-                # Sized to what this window needs (a grown window is often capped by
-                # the document's end): fresh pages cost more than the decoding.
-                capacity = stop - pos
-                words = np.empty(capacity + N_SENTINELS, dtype=np.uint32)
-                char_offsets = np.empty(capacity + 1, dtype=np.int64)
-            n_chars = decode_document(
-                data, pos, stop, end, stage1, stage2, ascii_words, words, char_offsets
-            )
-            truncated = char_offsets[n_chars] < end
-            if pattern_id == PATTERN_GPT2:
-                n_pieces, n_consumed = pieces_gpt2(
-                    data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
-                )
-            elif pattern_id == PATTERN_CL100K:
-                n_pieces, n_consumed = pieces_cl100k(
-                    data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
-                )
-            else:
-                n_pieces, n_consumed = pieces_o200k(
-                    data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
-                )
-            pos = char_offsets[n_consumed]
-            if n_consumed == 0:
-                # A single piece (or its lookahead) spans the whole window: decode it
-                # again in a window 8x larger (a piece of n bytes is decoded < 1.15 n
-                # times over, not 2 n as with doubling).
-                window *= 8
+        _, n_pieces, piece_offsets, window, words, char_offsets = _scan_document(
+            data, doc_offsets[d], end, end, pattern_id, stage1, stage2, ascii_words, window,
+            words, char_offsets, piece_offsets, n_pieces
+        )
     doc_piece_offsets[n_docs] = n_pieces
     # A view, not a copy: pages past the last piece were never touched (no memory), and
     # copying would touch as much fresh memory again (page faults cost more than scanning).
     return piece_offsets[: n_pieces + 1], doc_piece_offsets
+
+
+@njit(cache=True, nogil=True)
+def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_words, window,
+                   words, char_offsets, piece_offsets, n_pieces):
+    """Emit the pieces of the document ``data[:end]`` from ``pos`` (a piece start) until
+    ``pos >= limit`` (or the end), one decode window at a time.
+
+    The pieces are those of a scan of the whole document: a piece is emitted only once
+    its window saw everything its match depends on. ``words``/``char_offsets`` (the
+    window buffers, ``words.shape[0] - N_SENTINELS`` characters) and ``piece_offsets``
+    grow when needed and are returned with ``pos``, ``n_pieces`` and ``window``.
+    """
+    capacity = words.shape[0] - N_SENTINELS
+    while pos < end and pos < limit:
+        stop = min(end, pos + window)
+        if stop - pos > capacity:
+            # Sized to what this window needs (a grown window is often capped by
+            # the document's end): fresh pages cost more than the decoding.
+            capacity = stop - pos
+            words = np.empty(capacity + N_SENTINELS, dtype=np.uint32)
+            char_offsets = np.empty(capacity + 1, dtype=np.int64)
+        if n_pieces + 1 + (stop - pos) > piece_offsets.shape[0]:
+            # Each byte ends at most one piece; scan_batch sizes for the whole batch.
+            grown = np.empty(max(2 * piece_offsets.shape[0], n_pieces + 1 + (stop - pos)),
+                             dtype=np.int64)
+            grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
+            piece_offsets = grown
+        n_chars = decode_document(
+            data, pos, stop, end, stage1, stage2, ascii_words, words, char_offsets
+        )
+        truncated = char_offsets[n_chars] < end
+        if pattern_id == PATTERN_GPT2:
+            n_pieces, n_consumed = pieces_gpt2(
+                data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
+            )
+        elif pattern_id == PATTERN_CL100K:
+            n_pieces, n_consumed = pieces_cl100k(
+                data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
+            )
+        else:
+            n_pieces, n_consumed = pieces_o200k(
+                data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
+            )
+        pos = char_offsets[n_consumed]
+        if n_consumed == 0:
+            # A single piece (or its lookahead) spans the whole window: decode it
+            # again in a window 8x larger (a piece of n bytes is decoded < 1.15 n
+            # times over, not 2 n as with doubling).
+            window *= 8
+    return pos, n_pieces, piece_offsets, window, words, char_offsets
+
+
+@njit(cache=True, nogil=True)
+def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2):
+    """The pieces of one document from ``start`` until at least ``limit``: a huge text is
+    scanned and encoded a few MB at a time, in memory the allocator reuses.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[>= end]`` UTF-8 bytes; the document is ``data[:end]`` and ``start`` is the
+        start of one of its pieces (0, or what a previous call returned).
+    start, end, limit : int
+        ``start < end``; pieces are emitted until one ends at or after ``limit``.
+    pattern_id, stage1, stage2
+        As for :func:`scan_batch`.
+
+    Returns
+    -------
+    piece_offsets : numpy.ndarray
+        ``int64[n_pieces + 1]``, absolute; ``piece_offsets[0] == start``. Exactly the
+        pieces a :func:`scan_batch` of the whole document has there.
+    next_start : int
+        ``piece_offsets[-1]``: where the next call starts (``end`` when done).
+    """
+    if pattern_id < 0 or pattern_id > 2:
+        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
+    if not 0 <= start < end <= data.shape[0] or limit <= start:
+        raise ValueError("need 0 <= start < end <= len(data) and limit > start")
+    window = WINDOW_BYTES
+    words = np.empty(window + N_SENTINELS, dtype=np.uint32)
+    char_offsets = np.empty(window + 1, dtype=np.int64)
+    piece_offsets = np.empty(min(end - start, limit - start + window) + 1, dtype=np.int64)
+    piece_offsets[0] = start
+    pos, n_pieces, piece_offsets, _, _, _ = _scan_document(
+        data, start, end, limit, pattern_id, stage1, stage2, ascii_class_words(stage1, stage2),
+        window, words, char_offsets, piece_offsets, 0
+    )
+    return piece_offsets[: n_pieces + 1], pos
