@@ -305,7 +305,7 @@ class Tokenizer:
         return self._rank_keys, self._rank_vals
 
     def _sweep_rank_count(self) -> int:
-        """List heads the encoder's rank sweep needs for long pieces (0: use the heap)."""
+        """Size of the list heads the encoder's rank sweep needs (1 + the largest rank)."""
         if self._sweep_ranks is None:
             from .kernels.encode import sweep_rank_count
             from .parallel import call_kernel
