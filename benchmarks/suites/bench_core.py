@@ -125,3 +125,33 @@ class Encode:
         return len(text.encode()) / len(self.tok.encode_ordinary(text))
 
     track_bytes_per_token_english.unit = "bytes/token"
+
+
+class EncodeAdversarial:
+    """One huge pre-token of 1 MiB (the long-piece path: windowed rank sweep) and 16 MiB of
+    a one-byte-per-piece text (the segmented huge-text path); 2k vocabulary trained on code."""
+
+    params = ["digits", "spaces_then_x", "letters", "a_dot_16mib"]
+    param_names = ["text"]
+    timeout = 300
+
+    def setup(self, kind):
+        import random
+        import string
+
+        self.tok = fb.train(documents(code_text(1_000_000)), vocab_size=2048)
+        rnd = random.Random(0)
+        n = 1 << 20
+        self.text = {
+            "digits": lambda: "".join(rnd.choices(string.digits, k=n)),
+            "spaces_then_x": lambda: " " * (n - 1) + "x",
+            "letters": lambda: "".join(rnd.choices(string.ascii_letters, k=n)),
+            "a_dot_16mib": lambda: "a." * (8 << 20),
+        }[kind]()
+        self.tok.encode_ordinary(self.text)  # loads every kernel this path uses
+
+    def time_encode_ordinary(self, kind):
+        self.tok.encode_ordinary(self.text)
+
+    def peakmem_encode_ordinary(self, kind):
+        self.tok.encode_ordinary(self.text)
