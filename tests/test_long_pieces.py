@@ -239,7 +239,8 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
     tok = fb.train(corpus, num_merges=60, pattern=pattern, special_tokens=["<|s|>"])
     texts = ["".join(rng.choices("ab cd\n12'  .é中", k=3000)),
              "x" * 500 + " " * 300 + "7" * 400 + "\n" * 200,
-             "ab" * 700 + "<|s|" + "a" * 90]
+             "ab" * 700 + "<|s|" + "a" * 90,
+             "ab \ud800 cd " * 100]  # lone surrogates: U+FFFD, as everywhere
     one_shot = [tok._id_list(tok._run(tok._layout([t], frozenset(), frozenset()))[0]) for t in texts]
     assert tok._encode_huge(texts[0], frozenset(), frozenset()) is None  # under 2 MiB
     monkeypatch.setattr(tk, "SEGMENT_BYTES", 64)
@@ -247,6 +248,7 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
         assert tok._encode_huge(text, frozenset(), frozenset()) == expected
         assert tok.encode_ordinary(text) == expected
         assert tok.encode(text) == expected
+    assert tok.decode(one_shot[3]) == texts[3].replace("\ud800", "\ufffd")
     with pytest.raises(fb.DisallowedSpecialTokenError):
         tok.encode(texts[2] + "<|s|>")
     special = texts[2] + "<|s|>"
