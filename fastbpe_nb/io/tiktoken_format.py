@@ -177,36 +177,36 @@ def _last_merge(token: bytes, rank_of: dict, max_rank: int, max_len: int | None 
 
 
 def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
-    """The merge (left rank, right rank) of every token of rank >= 256, in rank order."""
-    rank_of = {t: r for r, t in enumerate(tokens)}
+    """The merge (left rank, right rank) of every token of rank >= 256, in rank order.
+
+    One kernel call (``kernels.recover.recover_last_merges``) runs ``_last_merge``'s rule
+    for all tokens; ``_last_merge`` itself names the parts of a token that fails.
+    """
+    from ..kernels.encode import build_whole_table
+    from ..kernels.recover import recover_last_merges
+    from ..parallel import call_kernel
+
     n = len(tokens)
-    merges = np.empty((n - 256, 2), dtype=np.int64)
-    get = rank_of.get
-    longest = max(map(len, tokens[:256]), default=1)  # longest token of rank < r
-    for r in range(256, n):
+    lengths = np.fromiter(map(len, tokens), np.int64, n)
+    tok_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=tok_off[1:])
+    tok_data = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    whole_keys = call_kernel(build_whole_table, tok_off, tok_data, n)
+    parts = call_kernel(recover_last_merges, tok_off, tok_data, whole_keys)[256:]
+    failed = np.flatnonzero(parts[:, 0] < 0)
+    if failed.size:
+        r = 256 + int(failed[0])
         token = tokens[r]
-        size = len(token)
-        if size == 2:
-            cut = 1
-        elif size == 3:  # inline: two pairs, the lower rank (leftmost on a tie) merges first
-            r1 = get(token[:2], r)
-            r2 = get(token[1:], r)
-            cut = 0 if r1 >= r and r2 >= r else (2 if r1 <= r2 else 1)
-        else:
-            starts = _last_merge(token, rank_of, r, longest)
-            cut = starts[1] if len(starts) == 3 else 0
-        if not cut:
-            starts = _last_merge(token, rank_of, r, longest)
-            parts = [token[a:b] for a, b in zip(starts, starts[1:])]
-            raise ModelFormatError(
-                f"token {token!r:.80} (rank {r}) cannot be reached by merging: tiktoken's "
-                f"algorithm with the lower ranks ends in {len(parts)} parts "
-                f"{parts[:6]!r:.200}, not 2 (such a vocabulary is not supported)",
-                source, f"line {lines[r]}" if lines else f"rank {r}")
-        merges[r - 256, 0] = rank_of[token[:cut]]
-        merges[r - 256, 1] = rank_of[token[cut:]]
-        longest = max(longest, size)
-    return merges
+        rank_of = {t: k for k, t in enumerate(tokens)}
+        longest = max(map(len, tokens[:r]))
+        starts = _last_merge(token, rank_of, r, longest)
+        pieces = [token[a:b] for a, b in zip(starts, starts[1:])]
+        raise ModelFormatError(
+            f"token {token!r:.80} (rank {r}) cannot be reached by merging: tiktoken's "
+            f"algorithm with the lower ranks ends in {len(pieces)} parts "
+            f"{pieces[:6]!r:.200}, not 2 (such a vocabulary is not supported)",
+            source, f"line {lines[r]}" if lines else f"rank {r}")
+    return parts
 
 
 def tokenizer_from_ranks(tokens: list[bytes], pattern, special_tokens=None, source=None,
