@@ -30,8 +30,9 @@ from .hashing import EMPTY, HASH_SEED, hash_units, pair_key, table_slot
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
-#: The sweep keeps positions in int32: longer pieces take the heap path.
-SWEEP_MAX_UNITS = 2**31 - 1
+#: The sweep keeps positions and its up to 3 n list entries in int32: longer pieces (over
+#: 700 MB) take the heap path.
+SWEEP_MAX_UNITS = (2**31 - 1) // 3
 #: Long pieces are swept in windows of this many units (plus the overlap): about 40 bytes
 #: of scratch per unit, so a window's work stays in a 1 MiB L2 cache.
 SWEEP_WINDOW = 8192
