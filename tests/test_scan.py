@@ -272,6 +272,29 @@ def test_tiny_decode_windows_give_the_same_boundaries(name, docs, window):
     assert got[1].tolist() == expected[1].tolist()
 
 
+RUN_CHARS = [" ", "\n", "\r\n", "\t", "a", "s", "S", "x", "X", "1", "\u4e2d", "\U0001F600",
+             "'", ".", "\u3000", "\x00", "\u0301"]
+run_texts = st.lists(st.tuples(st.sampled_from(RUN_CHARS), st.integers(1, 70)),
+                     min_size=1, max_size=8).map(lambda parts: "".join(c * k for c, k in parts))
+
+
+@pytest.mark.parametrize("name", PATTERN_NAMES)
+@HYPOTHESIS
+@given(text=run_texts, window=st.integers(8, 48))
+def test_long_runs_through_small_windows_match_regex(name, text, window):
+    # A piece longer than the decode window ending in a run of one class of character is
+    # matched on a shortened copy of the run (_first_piece_shortened); windows of 8-48
+    # bytes against runs of up to 70 characters take that path again and again.
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb.kernels.scan import scan_batch_window
+
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    doc_offsets = np.array([0, len(data)], dtype=np.int64)
+    stage1, stage2 = class_table()
+    got, _ = scan_batch_window(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, window)
+    assert pieces_of(data.tobytes(), got, 0, len(got) - 1) == expected_pieces(name, text)
+
+
 @pytest.mark.parametrize("name", PATTERN_NAMES)
 @HYPOTHESIS
 @given(text=texts, steps=st.lists(st.integers(1, 9), min_size=1, max_size=40))

@@ -697,25 +697,128 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_word
             data, pos, stop, end, stage1, stage2, ascii_words, words, char_offsets
         )
         truncated = char_offsets[n_chars] < end
-        if pattern_id == PATTERN_GPT2:
-            n_pieces, n_consumed = pieces_gpt2(
-                data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
-            )
-        elif pattern_id == PATTERN_CL100K:
-            n_pieces, n_consumed = pieces_cl100k(
-                data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
-            )
+        n_pieces, n_consumed = _match(pattern_id, data, words, char_offsets, n_chars, truncated,
+                                      piece_offsets, n_pieces)
+        if n_consumed > 0:
+            pos = char_offsets[n_consumed]
+            continue
+        # A single piece (or its lookahead) spans the whole window. Where the window ends
+        # in a stretch of one class of character that goes on past it (a megabyte of
+        # spaces), match a shortened copy of the stretch instead of decoding all of it.
+        if n_pieces + 1 + (end - pos) > piece_offsets.shape[0]:
+            # The shortened window may reach further than this one (scan_prefix's buffer).
+            grown = np.empty(max(2 * piece_offsets.shape[0], n_pieces + 1 + min(end - pos,
+                                                                              3 * window)),
+                             dtype=np.int64)
+            grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
+            piece_offsets = grown
+        ends_at = _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2,
+                                         ascii_words, window, words, char_offsets, n_chars,
+                                         piece_offsets, n_pieces)
+        if ends_at > pos:
+            n_pieces += 1
+            piece_offsets[n_pieces] = ends_at
+            pos = ends_at
         else:
-            n_pieces, n_consumed = pieces_o200k(
-                data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces
-            )
-        pos = char_offsets[n_consumed]
-        if n_consumed == 0:
-            # A single piece (or its lookahead) spans the whole window: decode it
-            # again in a window 8x larger (a piece of n bytes is decoded < 1.15 n
-            # times over, not 2 n as with doubling).
+            # Decode it again in a window 8x larger (a piece of n bytes is decoded
+            # < 1.15 n times over, not 2 n as with doubling).
             window *= 8
     return pos, n_pieces, piece_offsets, window, words, char_offsets
+
+
+@njit(cache=True, nogil=True)
+def _match(pattern_id, data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
+    """The named pattern's matcher on one decoded window: ``(n_pieces, n_consumed)``."""
+    if pattern_id == PATTERN_GPT2:
+        return pieces_gpt2(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces)
+    if pattern_id == PATTERN_CL100K:
+        return pieces_cl100k(data, words, char_offsets, n_chars, truncated, piece_offsets,
+                             n_pieces)
+    return pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces)
+
+
+#: Characters kept at each end of a shortened stretch (contractions look 3 ahead).
+KEEP_CHARS = 4
+#: Class-word bits a stretch may vary in: the contraction letters, which only matter right
+#: after an apostrophe (an apostrophe ends a stretch, so the letters after it are kept).
+_UNFOLD = ~np.uint32(FOLD_S | FOLD_D | FOLD_M | FOLD_T | FOLD_L | FOLD_V | FOLD_E | FOLD_R)
+
+
+@njit(cache=True, nogil=True)
+def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_words, window,
+                           words, char_offsets, n_chars, piece_offsets, n_pieces):
+    """End of the first piece of a window it spans, found without decoding all of it; or
+    ``pos`` when this does not apply (the caller then grows the window).
+
+    Applies when the window (``words[:n_chars]``, from ``pos``) ends in a stretch of
+    characters whose class words are equal (contraction-letter bits aside) and the stretch
+    goes on at least ``KEEP_CHARS`` characters past the window. The rest of the stretch is
+    only streamed over; the matcher then runs on the window up to the stretch's first
+    ``KEEP_CHARS`` characters, its last ``KEEP_CHARS`` and a window of what follows, with
+    the real byte offsets. In every named pattern a run of equal characters is matched
+    the same at any length from 2 * KEEP_CHARS (greedy runs, ``\\s+(?!\\S)``'s last
+    character, ``\\s*[\\r\\n]+``'s last newline, which the kept end holds if the stretch
+    has any), except ``\\p{N}{1,3}``, whose pieces never span a window: only this first
+    piece is taken from the shortened window.
+    """
+    last = words[n_chars - 1] & _UNFOLD
+    r = n_chars - 1
+    while r > 0 and (words[r - 1] & _UNFOLD) == last:
+        r -= 1
+    if n_chars - r < 2 * KEEP_CHARS:
+        return pos
+    ring_off = np.empty(KEEP_CHARS, dtype=np.int64)
+    ring_word = np.empty(KEEP_CHARS, dtype=np.uint32)
+    n_ring = 0
+    q = char_offsets[n_chars]
+    while q < end:
+        # decode_document's decoding, one character at a time (kept inline: this loop
+        # runs over megabytes).
+        b0 = np.int64(data[q])
+        if b0 < 0x80:
+            w = ascii_words[b0]
+            n_bytes = 1
+        else:
+            b1 = np.int64(data[q + 1]) if q + 1 < end else 0
+            b2 = np.int64(data[q + 2]) if q + 2 < end else 0
+            b3 = np.int64(data[q + 3]) if q + 3 < end else 0
+            code_point, n_bytes = decode_multibyte(b0, b1, b2, b3)
+            if code_point < 0:
+                w = np.uint32(0)
+            else:
+                w = np.uint32(stage2[np.int64(stage1[code_point >> 8]) * 256 + (code_point & 0xFF)])
+        if (w & _UNFOLD) != last:
+            break
+        ring_off[n_ring % KEEP_CHARS] = q
+        ring_word[n_ring % KEEP_CHARS] = w
+        n_ring += 1
+        q += n_bytes
+    if n_ring < KEEP_CHARS:
+        return pos
+    # The shortened window: the window up to the stretch's first KEEP_CHARS characters,
+    # its last KEEP_CHARS, then up to `window` bytes of what follows.
+    base = r + KEEP_CHARS
+    tail = base + KEEP_CHARS
+    stop = min(end, q + window)
+    short_words = np.empty(tail + (stop - q) + N_SENTINELS, dtype=np.uint32)
+    short_offsets = np.empty(tail + (stop - q) + 1, dtype=np.int64)
+    short_words[:base] = words[:base]
+    short_offsets[:base] = char_offsets[:base]
+    for k in range(KEEP_CHARS):
+        at = (n_ring - KEEP_CHARS + k) % KEEP_CHARS
+        short_words[base + k] = ring_word[at]
+        short_offsets[base + k] = ring_off[at]
+    n_tail = decode_document(data, q, stop, end, stage1, stage2, ascii_words,
+                             short_words[tail:], short_offsets[tail:])
+    n_short = tail + n_tail
+    if n_pieces + 1 + n_short > piece_offsets.shape[0]:
+        return pos
+    truncated = short_offsets[n_short] < end
+    _, n_consumed = _match(pattern_id, data, short_words, short_offsets, n_short, truncated,
+                           piece_offsets, n_pieces)
+    if n_consumed == 0:
+        return pos
+    return piece_offsets[n_pieces + 1]
 
 
 @njit(cache=True, nogil=True)
