@@ -639,19 +639,20 @@ class Tokenizer:
 
         data = np.frombuffer(raw, dtype=np.uint8)
         no_special = np.zeros(0, dtype=np.int32)
-        ids = None
+        # Ids never outnumber bytes; pages past the last id are never touched. One list at
+        # the end costs less than a list per segment joined (measured: 13% on 16 MiB).
+        ids = np.empty(len(data), dtype=np.int32)
+        n_ids = 0
         start = 0
         while start < len(data):
             pieces, end = scan_prefix_offsets(data, start, start + SEGMENT_BYTES, self.pattern)
             layout = (data[start:end], pieces - start, no_special,
                       np.array([0, len(pieces) - 1], dtype=np.int64))
-            part = self._id_list(self._run(layout)[0])
-            if ids is None:
-                ids = part  # one huge piece may be the whole text: no second copy
-            else:
-                ids.extend(part)
+            part = self._run(layout)[0]
+            ids[n_ids:n_ids + len(part)] = part
+            n_ids += len(part)
             start = end
-        return ids
+        return self._id_list(ids[:n_ids])
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """Encode arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back.
