@@ -274,8 +274,12 @@ def test_tiny_decode_windows_give_the_same_boundaries(name, docs, window):
 
 RUN_CHARS = [" ", "\n", "\r\n", "\t", "a", "s", "S", "x", "X", "1", "\u4e2d", "\U0001F600",
              "'", ".", "\u3000", "\x00", "\u0301"]
-run_texts = st.lists(st.tuples(st.sampled_from(RUN_CHARS), st.integers(1, 70)),
-                     min_size=1, max_size=8).map(lambda parts: "".join(c * k for c, k in parts))
+run_texts = st.one_of(
+    st.lists(st.tuples(st.sampled_from(RUN_CHARS), st.integers(1, 70)),
+             min_size=1, max_size=8).map(lambda parts: "".join(c * k for c, k in parts)),
+    # Mixed-case letters: one stretch for gpt2 and cl100k, many pieces for o200k.
+    st.text(alphabet="aAsStTxX\u00e9\u00c9'", min_size=10, max_size=200),
+)
 
 
 @pytest.mark.parametrize("name", PATTERN_NAMES)

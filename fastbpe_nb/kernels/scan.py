@@ -742,6 +742,9 @@ KEEP_CHARS = 4
 #: Class-word bits a stretch may vary in: the contraction letters, which only matter right
 #: after an apostrophe (an apostrophe ends a stretch, so the letters after it are kept).
 _UNFOLD = ~np.uint32(FOLD_S | FOLD_D | FOLD_M | FOLD_T | FOLD_L | FOLD_V | FOLD_E | FOLD_R)
+#: gpt2 and cl100k never look at o200k's case classes: a run of mixed-case letters is one
+#: stretch for them.
+_UNFOLD_UNCASED = _UNFOLD & ~np.uint32(CLS_UPPERISH | CLS_LOWERISH)
 
 
 @njit(cache=True, nogil=True)
@@ -751,7 +754,8 @@ def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_wor
     ``pos`` when this does not apply (the caller then grows the window).
 
     Applies when the window (``words[:n_chars]``, from ``pos``) ends in a stretch of
-    characters whose class words are equal (contraction-letter bits aside) and the stretch
+    characters whose class words are equal (contraction-letter bits aside, and for gpt2
+    and cl100k the o200k case bits: letters of either case are one stretch) and the stretch
     goes on at least ``KEEP_CHARS`` characters past the window. The rest of the stretch is
     only streamed over; the matcher then runs on the window up to the stretch's first
     ``KEEP_CHARS`` characters, its last ``KEEP_CHARS`` and a window of what follows, with
@@ -761,9 +765,10 @@ def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_wor
     has any), except ``\\p{N}{1,3}``, whose pieces never span a window: only this first
     piece is taken from the shortened window.
     """
-    last = words[n_chars - 1] & _UNFOLD
+    unfold = _UNFOLD if pattern_id == PATTERN_O200K else _UNFOLD_UNCASED
+    last = words[n_chars - 1] & unfold
     r = n_chars - 1
-    while r > 0 and (words[r - 1] & _UNFOLD) == last:
+    while r > 0 and (words[r - 1] & unfold) == last:
         r -= 1
     if n_chars - r < 2 * KEEP_CHARS:
         return pos
@@ -787,7 +792,7 @@ def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_wor
                 w = np.uint32(0)
             else:
                 w = np.uint32(stage2[np.int64(stage1[code_point >> 8]) * 256 + (code_point & 0xFF)])
-        if (w & _UNFOLD) != last:
+        if (w & unfold) != last:
             break
         ring_off[n_ring % KEEP_CHARS] = q
         ring_word[n_ring % KEEP_CHARS] = w
