@@ -649,8 +649,8 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     long_piece : int
         Pieces longer than this many units use the rank sweep (or the heap algorithm).
     sweep_ranks : int
-        ``sweep_rank_count(keys, vals)``: > 0 lets long pieces use the rank sweep
-        (``_merge_sweep``); 0 sends them to the heap (``_merge_long``).
+        ``sweep_rank_count(keys, vals)``, the size of the sweep's list heads; long pieces
+        then go through ``_merge_windowed`` (0, a table without merges: the heap).
     cache_bits : int
         log2 of the per-block piece cache size.
     n_blocks : int

@@ -739,6 +739,8 @@ def _match(pattern_id, data, words, char_offsets, n_chars, truncated, piece_offs
 
 #: Characters kept at each end of a shortened stretch (contractions look 3 ahead).
 KEEP_CHARS = 4
+#: Bytes decoded at a time while streaming over the rest of a stretch.
+STREAM_BYTES = 4096
 #: Class-word bits a stretch may vary in: the contraction letters, which only matter right
 #: after an apostrophe (an apostrophe ends a stretch, so the letters after it are kept).
 _UNFOLD = ~np.uint32(FOLD_S | FOLD_D | FOLD_M | FOLD_T | FOLD_L | FOLD_V | FOLD_E | FOLD_R)
@@ -775,29 +777,23 @@ def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_wor
     ring_off = np.empty(KEEP_CHARS, dtype=np.int64)
     ring_word = np.empty(KEEP_CHARS, dtype=np.uint32)
     n_ring = 0
+    # Stream over the rest of the stretch, decoded a small chunk at a time.
+    chunk_words = np.empty(STREAM_BYTES + N_SENTINELS, dtype=np.uint32)
+    chunk_offsets = np.empty(STREAM_BYTES + 1, dtype=np.int64)
     q = char_offsets[n_chars]
     while q < end:
-        # decode_document's decoding, one character at a time (kept inline: this loop
-        # runs over megabytes).
-        b0 = np.int64(data[q])
-        if b0 < 0x80:
-            w = ascii_words[b0]
-            n_bytes = 1
-        else:
-            b1 = np.int64(data[q + 1]) if q + 1 < end else 0
-            b2 = np.int64(data[q + 2]) if q + 2 < end else 0
-            b3 = np.int64(data[q + 3]) if q + 3 < end else 0
-            code_point, n_bytes = decode_multibyte(b0, b1, b2, b3)
-            if code_point < 0:
-                w = np.uint32(0)
-            else:
-                w = np.uint32(stage2[np.int64(stage1[code_point >> 8]) * 256 + (code_point & 0xFF)])
-        if (w & unfold) != last:
+        n_chunk = decode_document(data, q, min(end, q + STREAM_BYTES), end, stage1, stage2,
+                                  ascii_words, chunk_words, chunk_offsets)
+        k = 0
+        while k < n_chunk and (chunk_words[k] & unfold) == last:
+            k += 1
+        for t in range(max(0, k - KEEP_CHARS), k):  # the ring keeps the last KEEP_CHARS
+            ring_off[(n_ring + t) % KEEP_CHARS] = chunk_offsets[t]
+            ring_word[(n_ring + t) % KEEP_CHARS] = chunk_words[t]
+        n_ring += k
+        q = chunk_offsets[k]
+        if k < n_chunk:
             break
-        ring_off[n_ring % KEEP_CHARS] = q
-        ring_word[n_ring % KEEP_CHARS] = w
-        n_ring += 1
-        q += n_bytes
     if n_ring < KEEP_CHARS:
         return pos
     # The shortened window: the window up to the stretch's first KEEP_CHARS characters,
