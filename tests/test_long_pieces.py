@@ -177,6 +177,26 @@ def test_sweep_gives_up_on_a_lower_rank_pair():
     assert expected[:2] == [97, 259]
 
 
+def test_sweep_sees_a_lower_rank_pair_hidden_by_a_later_chain():
+    # Found by hypothesis (test_arbitrary_rank_tables). Merge 0 is (2, 1) -> 0, merge 1 is
+    # (1, 0) -> 2. On 1 0 1 0 the rule merges the left (1, 0) first, which makes (2, 1) of
+    # rank 0: the answer is 0 0. The sweep takes its rank-1 list in push order, the right
+    # pair first; the left merge then sees (2, 2), not (2, 1), and the sweep used to
+    # return 2 2. It must see the pair with the right token's old left part and give up.
+    keys, vals = tables([(2, 1), (1, 0)], [0, 2])
+    model = SimpleNamespace(merges=[(2, 1), (1, 0)], merge_ids=[0, 2])
+    head = np.full(sweep_rank_count(keys, vals), -1, dtype=np.int32)
+    text = [1, 0, 1, 0]
+    assert _merge_sweep(np.array(text, np.int32), 4, keys, vals, head, np.empty(4, np.int32)) == -1
+    assert (head == -1).all()
+    for text in [[1, 0, 1, 0], [1, 0] * 9, [0] + [1, 0] * 5 + [1], [1, 0, 0, 1, 0, 1, 0]]:
+        expected = ref.encode_symbols(text, model)
+        for window, margin in [(2, 1), (3, 1), (5, 2), (SWEEP_WINDOW, SWEEP_MARGIN)]:
+            results, _ = run_all(text, keys, vals, window, margin)
+            assert results[0] == results[2] == expected, (text, window, margin)
+    assert ref.encode_symbols([1, 0, 1, 0], model) == [0, 0]
+
+
 def test_rank_heads_size():
     keys, vals = tables([(97, 98), (256, 99)], [256, 257])
     assert sweep_rank_count(keys, vals) == 2

@@ -245,6 +245,12 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
     rank r creates a pair of rank <= r, the sweep stops and returns -1 (``buf`` is then
     garbage; the caller merges a fresh copy with the heap).
 
+    Chains are taken in list order, not left to right. When a chain ends next to a token
+    that an earlier chain of the same rank already merged, the rule would have met the
+    pair (new token, that token's left part) first, so that pair is checked too
+    (``left_part``, ``merged_at``); checking only the pair with the merged token misses
+    a lower-rank pair that a hand-made table can hold.
+
     Parameters
     ----------
     buf : int32[>= n]
@@ -265,11 +271,15 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
     ent_pos = np.empty(3 * n, dtype=np.int32)
     ent_next = np.empty(3 * n, dtype=np.int32)
     ranks = np.empty(min(head.shape[0], 3 * n) + 1, dtype=np.int64)
+    # For a position merged (as the left token) at rank merged_at[i]: its token before.
+    left_part = np.empty(n, dtype=np.int32)
+    merged_at = np.empty(n, dtype=np.int64)
     n_ent = 0
     n_live = 0
     for i in range(n):
         nxt[i] = i + 1
         prv[i] = i - 1
+        merged_at[i] = -1
     pair[n - 1] = NO_RANK
     for i in range(n - 1):
         v = _lookup(keys, vals, buf[i], buf[i + 1])
@@ -293,6 +303,8 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
             # is the pair starting right after the new token.
             while True:
                 j = nxt[i]
+                left_part[i] = buf[i]
+                merged_at[i] = r
                 buf[i] = pair[i] & LOW32
                 k = nxt[j]
                 nxt[i] = k
@@ -317,6 +329,13 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
                 if v >= 0 and (v >> 32) <= r:
                     broken = True
                     break
+                if merged_at[k] == r:
+                    # k's chain went first; the rule merges this one first and meets
+                    # (new token, k's old token) before k is merged.
+                    w = _lookup(keys, vals, buf[i], left_part[k])
+                    if w >= 0 and (w >> 32) <= r:
+                        broken = True
+                        break
                 if pair[k] >= 0 and (pair[k] >> 32) == r:
                     i = k  # the chain goes on; merging at k recomputes the pair at i
                     continue
