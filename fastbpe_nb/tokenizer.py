@@ -591,29 +591,49 @@ class Tokenizer:
         merge with probability p, deterministically for a given ``seed``; ``p=0`` is exactly
         ordinary encoding, and every result still decodes to the input.
         """
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        return self._id_list(self._encode_array(text, allowed, disallowed, dropout, seed))
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode ``text`` ignoring special tokens (their text is encoded as plain text)."""
+        return self._id_list(self._encode_array(text, frozenset(), frozenset()))
+
+    def encode_to_numpy(self, text: str, allowed_special=(), disallowed_special="all", *,
+                        dropout: float = 0.0, seed: int = 0) -> np.ndarray:
+        """``encode`` as a ``uint32`` NumPy array (the same ids; tiktoken's name and dtype).
+
+        Use it when the ids go on to NumPy, Arrow or a ``.bin`` file: it skips building a
+        Python list, which for a text of one token per byte or two is half of the time
+        (a 16.8M-id list is 128 MB of fresh pages).
+        """
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        return self._encode_array(text, allowed, disallowed, dropout, seed, keep=True).view(np.uint32)
+
+    def _encode_array(self, text, allowed: frozenset, disallowed: frozenset,
+                      dropout: float = 0.0, seed: int = 0, keep: bool = False) -> np.ndarray:
+        """The ids of one text as an int32 array (``encode``'s semantics).
+
+        The ids are a view of a buffer with a slot per byte (or symbol) of the text;
+        ``keep=True`` (the caller keeps the array) copies them out when they fill less
+        than half of it, so a kept array never holds more than twice its own size.
+        """
         if not (isinstance(dropout, (int, float)) and 0.0 <= dropout <= 1.0):
             raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
             raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
-        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        if dropout == 0:
-            ids = self._encode_huge(text, allowed, disallowed)
-            if ids is not None:
-                return ids
-        ids, _ = self._run(self._layout([text], allowed, disallowed), dropout=dropout, seed=seed)
-        return self._id_list(ids)
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        """Encode ``text`` ignoring special tokens (their text is encoded as plain text)."""
-        ids = self._encode_huge(text, frozenset(), frozenset())
-        if ids is not None:
-            return ids
-        ids, _ = self._run(self._layout([text], frozenset(), frozenset()))
-        return self._id_list(ids)
+        huge = self._encode_huge(text, allowed, disallowed) if dropout == 0 else None
+        if huge is not None:
+            ids, capacity = huge
+        else:
+            layout = self._layout([text], allowed, disallowed)
+            ids, _ = self._run(layout, dropout=dropout, seed=seed)
+            capacity = len(layout[0])
+        return ids.copy() if keep and 2 * len(ids) < capacity else ids
 
     def _encode_huge(self, text, allowed: frozenset, disallowed: frozenset):
         """A text of more than ``SEGMENT_BYTES``, scanned and encoded a segment at a time
-        (the same ids); None when it is not that (or holds an allowed special token).
+        (the same ids): ``(int32 ids, length of the buffer they are a view of)``; None when
+        it is not that (or holds an allowed special token).
 
         Why: arrays per byte and per piece of a 16 MiB text outgrow the allocator's reuse
         (glibc maps anything over 32 MB afresh, and each new page faults); per segment,
@@ -652,7 +672,7 @@ class Tokenizer:
             ids[n_ids:n_ids + len(part)] = part
             n_ids += len(part)
             start = end
-        return self._id_list(ids[:n_ids])
+        return ids[:n_ids], len(ids)
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """Encode arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back.

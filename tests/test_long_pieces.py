@@ -265,12 +265,19 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
     assert tok._encode_huge(texts[0], frozenset(), frozenset()) is None  # under 2 MiB
     monkeypatch.setattr(tk, "SEGMENT_BYTES", 64)
     for text, expected in zip(texts, one_shot):
-        assert tok._encode_huge(text, frozenset(), frozenset()) == expected
+        huge, capacity = tok._encode_huge(text, frozenset(), frozenset())
+        assert capacity == len(text.encode("utf-8", "surrogatepass")) and huge.dtype == np.int32 and huge.tolist() == expected
         assert tok.encode_ordinary(text) == expected
         assert tok.encode(text) == expected
+        as_array = tok.encode_to_numpy(text)
+        assert as_array.dtype == np.uint32 and as_array.tolist() == expected
     assert tok.decode(one_shot[3]) == texts[3].replace("\ud800", "\ufffd")
     with pytest.raises(fb.DisallowedSpecialTokenError):
         tok.encode(texts[2] + "<|s|>")
     special = texts[2] + "<|s|>"
     assert tok._encode_huge(special, frozenset({"<|s|>"}), frozenset()) is None
     assert tok.encode(special, allowed_special="all")[-1] == tok.special_tokens["<|s|>"]
+    assert tok.encode_to_numpy(special, allowed_special="all").tolist() == tok.encode(
+        special, allowed_special="all")
+    with pytest.raises(fb.DisallowedSpecialTokenError):
+        tok.encode_to_numpy(special)

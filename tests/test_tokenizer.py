@@ -59,6 +59,26 @@ def test_encode_ordinary_treats_specials_as_text(tok):
     assert tok.decode(ids) == text
 
 
+@settings(max_examples=40 if NOJIT else 200, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("ab <|endoftext|>pad\n1é😀"), max_size=120),
+       dropout=st.sampled_from([0.0, 0.3]))
+def test_encode_to_numpy_is_encode_as_uint32(tok, text, dropout):
+    for kwargs in ({"allowed_special": "all"}, {"disallowed_special": ()}, {}):
+        try:
+            expected = tok.encode(text, dropout=dropout, seed=5, **kwargs)
+        except fb.DisallowedSpecialTokenError:
+            with pytest.raises(fb.DisallowedSpecialTokenError):
+                tok.encode_to_numpy(text, dropout=dropout, seed=5, **kwargs)
+            continue
+        ids = tok.encode_to_numpy(text, dropout=dropout, seed=5, **kwargs)
+        assert isinstance(ids, np.ndarray) and ids.dtype == np.uint32 and ids.ndim == 1
+        assert ids.tolist() == expected
+        if kwargs == {"disallowed_special": ()}:  # every byte is a unit of the kernel's buffer
+            owner = ids.base  # the int32 array viewed as uint32
+            assert owner.base is None or 2 * len(ids) >= len(text.encode("utf-8")), (
+                "a kept array may view only a buffer it fills at least half of")
+
+
 def test_near_miss_specials_are_text(tok):
     for text in ["<|endoftext|", "<|endoftext", "|endoftext|>", "<|endof text|>"]:
         ids = tok.encode(text)

@@ -1,14 +1,24 @@
-"""Encoding speed on adversarial text versus prose: prints the table quoted in the README.
+"""Encoding speed on adversarial text versus prose, through every entry point.
 
     .venv/bin/python tests/reliability/measure_adversarial.py [--sizes 1 16] [--patterns gpt2 ...]
+                                                               [--entries encode_ordinary ...]
 
 For each named pattern (a model trained by rel_harness.build_models: vocab 1200 on prose
-plus code-like text) and each adversarial case, it times ``encode_ordinary`` on the text at
-1 MiB and 16 MiB (best of 3 runs at each size, after a warm-up: the same statistic on both
-sides of the ratio) and prose of the same length, and prints MB/s and the two ratios the issue bounds:
+plus code-like text), each entry point and each adversarial case, it times the call on
+the text at 1 MiB and 16 MiB and on prose of the same length (best of 3 runs at each
+size, after a warm-up: the same statistic on both sides of every ratio), and prints:
 
 * ``vs prose``: time per byte of the case / time per byte of prose, at 1 MiB (bound: 5)
-* ``16M/1M``: time at 16 MiB / time at 1 MiB (linear = 16; bound: 20)
+* ``16M/1M``: time at 16 MiB / time at 1 MiB (linear = 16; bound: 20), measured twice:
+
+  - ``warm``: calls back to back, as a loop over texts would make them;
+  - ``cold``: glibc's ``malloc_trim(0)`` before every call, at both sizes, so every call
+    gets its memory fresh from the kernel. Why both: a 1 MiB call reuses the pages the
+    previous call freed, while glibc maps every block over 32 MB afresh, so a 16 MiB call
+    pays a page fault per 4 KiB it touches (about 1.5 us each on a VM). For a result
+    list of 16.8M ids (128 MB) that alone is 29x a warm 1 MiB list; the calibration row
+    ``python list`` (``np.int32 array.tolist()``, no tokenizer) shows it. ``cold`` puts
+    both sizes in the same memory state; a quadratic path shows in both.
 
 Prose is the shared English corpora (kjv.txt + fortunes_en.txt, repeated) when present,
 otherwise generated prose. The slow test ``test_adversarial_timing`` asserts the bounds.
@@ -51,71 +61,152 @@ def prose_text(n_bytes: int, mix_bytes: int = 16 << 20) -> tuple[str, str]:
     return data[:n_bytes].decode("utf-8", "ignore"), source
 
 
-def _time(fn, reps):
+ENTRIES = ("encode", "encode_ordinary", "encode_to_numpy", "encode_batch_list",
+           "encode_batch_arrow", "encode_parquet")
+
+
+def _trimmer():
+    """glibc's ``malloc_trim(0)`` (returns freed heap pages to the kernel), or None."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _time(fn, reps, trim=None):
     best = float("inf")
     for _ in range(reps):
+        if trim is not None:
+            trim(0)
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
 
 
-def measure(model_paths: dict, sizes=(1 << 20, 16 << 20)) -> list[dict]:
+def _callers(tok, entries, workdir: Path):
+    """{entry: function(text) -> prepared call} for the entry points to time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fastbpe_nb as fb
+
+    def parquet(text):
+        src, dst = workdir / "in.parquet", workdir / "out"
+        pq.write_table(pa.table({"text": pa.array([text], pa.large_string())}), src)
+        return lambda: fb.encode_parquet(tok, str(src), str(dst), num_threads=2)
+
+    def arrow(text):
+        array = pa.array([text], pa.large_string())
+        return lambda: tok.encode_batch(array, num_threads=2)
+
+    makers = {
+        "encode": lambda text: lambda: tok.encode(text),
+        "encode_ordinary": lambda text: lambda: tok.encode_ordinary(text),
+        "encode_to_numpy": lambda text: lambda: tok.encode_to_numpy(text),
+        "encode_batch_list": lambda text: lambda: tok.encode_batch([text], num_threads=2),
+        "encode_batch_arrow": arrow,
+        "encode_parquet": parquet,
+    }
+    return {e: makers[e] for e in entries}
+
+
+def measure(model_paths: dict, sizes=(1 << 20, 16 << 20), entries=ENTRIES,
+            workdir: Path | None = None) -> list[dict]:
+    """One row per (pattern, entry point, case), prose included, and the calibration rows
+    (pattern ``-``, entry ``python list``)."""
+    import numpy as np
+
     import fastbpe_nb as fb
 
     small, big = sizes
+    trim = _trimmer()
     rows = []
-    for pattern, path in model_paths.items():
-        tok = fb.load(path)
-        longest = max(tok.vocab[: tok.n_regular], key=len).decode("utf-8", "replace")
-        for text in adversarial_cases(4096, longest).values():  # compile / warm up
-            tok.encode_ordinary(text)
-        timings = {}
-        for n in sizes:
-            reps = 3
-            texts = {"prose": prose_text(n)[0], **adversarial_cases(n, longest)}
-            for name, text in texts.items():
-                nbytes = len(text.encode("utf-8"))
-                timings[name, n] = (_time(lambda: tok.encode_ordinary(text), reps), nbytes)
-            del texts
-        p_t, p_b = timings["prose", small]
-        for name in [k for k, n in timings if n == small]:
-            t1, b1 = timings[name, small]
-            t16, b16 = timings[name, big]
-            rows.append({
-                "pattern": pattern, "case": name,
-                "mbps_1m": b1 / 1e6 / t1, "mbps_16m": b16 / 1e6 / t16,
-                "vs_prose_1m": (t1 / b1) / (p_t / p_b),
-                "t16_over_t1": t16 / t1,
-            })
-    return [r for r in rows if r["case"] != "prose"] + [r for r in rows if r["case"] == "prose"]
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        for pattern, path in model_paths.items():
+            tok = fb.load(path)
+            longest = max(tok.vocab[: tok.n_regular], key=len).decode("utf-8", "replace")
+            callers = _callers(tok, entries, Path(tmp))
+            for make in callers.values():  # compile / warm up
+                for text in adversarial_cases(4096, longest).values():
+                    make(text)()
+            timings = {}
+            for n in sizes:
+                texts = {"prose": prose_text(n)[0], **adversarial_cases(n, longest)}
+                for name, text in texts.items():
+                    nbytes = len(text.encode("utf-8"))
+                    for entry, make in callers.items():
+                        call = make(text)
+                        timings[entry, name, n] = (_time(call, 3), _time(call, 3, trim), nbytes)
+                        del call
+                del texts
+            for entry in callers:
+                p_t, _, p_b = timings[entry, "prose", small]
+                for name in [k for e, k, n in timings if e == entry and n == small]:
+                    t1, c1, b1 = timings[entry, name, small]
+                    t16, c16, b16 = timings[entry, name, big]
+                    rows.append({
+                        "pattern": pattern, "entry": entry, "case": name,
+                        "mbps_1m": b1 / 1e6 / t1, "mbps_16m": b16 / 1e6 / t16,
+                        "vs_prose_1m": (t1 / b1) / (p_t / p_b),
+                        "t16_over_t1": t16 / t1,
+                        "cold_t16_over_t1": c16 / c1 if trim is not None else float("nan"),
+                    })
+    # Calibration: building a Python list of one int per byte, no tokenizer involved.
+    arrays = {n: np.zeros(n, dtype=np.int32) for n in sizes}
+    t = {n: (_time(arrays[n].tolist, 3), _time(arrays[n].tolist, 3, trim)) for n in sizes}
+    rows.append({"pattern": "-", "entry": "python list", "case": "n ints",
+                 "mbps_1m": small / 1e6 / t[small][0], "mbps_16m": big / 1e6 / t[big][0],
+                 "vs_prose_1m": float("nan"), "t16_over_t1": t[big][0] / t[small][0],
+                 "cold_t16_over_t1": t[big][1] / t[small][1] if trim else float("nan")})
+    return ([r for r in rows if r["case"] != "prose"] + [r for r in rows if r["case"] == "prose"])
 
 
-def print_table(rows, sizes, source):
+def print_table(rows, sizes, source, full_entries=("encode_ordinary",)):
+    """The full table for ``full_entries`` (and the calibration row), then the worst row
+    of each entry point for each figure."""
     small, big = (s / 2**20 for s in sizes)
-    print(f"encode_ordinary throughput, models of vocab 1200; prose = {source}")
-    print(f"{'pattern':8} {'case':18} {f'MB/s {small:g}M':>10} {f'MB/s {big:g}M':>10} "
-          f"{'vs prose':>9} {f'{big:g}M/{small:g}M':>8}")
+    ratio = f"{big:g}M/{small:g}M"
+    print(f"models of vocab 1200; prose = {source}; best of 3 at each size")
+    print(f"{'entry':18} {'pattern':7} {'case':18} {f'MB/s {small:g}M':>9} {f'MB/s {big:g}M':>9} "
+          f"{'vs prose':>8} {ratio + ' warm':>12} {ratio + ' cold':>12}")
     for r in rows:
-        print(f"{r['pattern']:8} {r['case']:18} {r['mbps_1m']:10.1f} {r['mbps_16m']:10.1f} "
-              f"{r['vs_prose_1m']:9.2f} {r['t16_over_t1']:8.1f}")
-    worst_p = max((r for r in rows if r["case"] != "prose"), key=lambda r: r["vs_prose_1m"])
-    worst_l = max(rows, key=lambda r: r["t16_over_t1"])
-    print(f"worst vs prose: {worst_p['pattern']} {worst_p['case']} {worst_p['vs_prose_1m']:.2f}x "
-          f"(bound 5); worst 16M/1M: {worst_l['pattern']} {worst_l['case']} "
-          f"{worst_l['t16_over_t1']:.1f} (linear 16, bound 20)")
+        if r["entry"] in full_entries or r["pattern"] == "-":
+            print(f"{r['entry']:18} {r['pattern']:7} {r['case']:18} {r['mbps_1m']:9.1f} "
+                  f"{r['mbps_16m']:9.1f} {r['vs_prose_1m']:8.2f} {r['t16_over_t1']:12.1f} "
+                  f"{r['cold_t16_over_t1']:12.1f}")
+    print(f"worst per entry point (bounds: vs prose 5, {ratio} 20; linear 16):")
+    for entry in dict.fromkeys(r["entry"] for r in rows if r["pattern"] != "-"):
+        mine = [r for r in rows if r["entry"] == entry]
+        adv = [r for r in mine if r["case"] != "prose"]
+        worst = [max(adv, key=lambda r: r["vs_prose_1m"]),
+                 max(mine, key=lambda r: r["t16_over_t1"]),
+                 max(mine, key=lambda r: r["cold_t16_over_t1"])]
+        over = sum(r["t16_over_t1"] > 20 for r in mine)
+        print(f"  {entry:18} vs prose {worst[0]['vs_prose_1m']:5.2f} ({worst[0]['pattern']} "
+              f"{worst[0]['case']}); warm {worst[1]['t16_over_t1']:5.1f} ({worst[1]['pattern']} "
+              f"{worst[1]['case']}, {over} of {len(mine)} rows over 20); cold "
+              f"{worst[2]['cold_t16_over_t1']:5.1f} ({worst[2]['pattern']} {worst[2]['case']})")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=float, nargs=2, default=[1, 16], help="MiB, small and big")
     ap.add_argument("--patterns", nargs="+", default=list(PATTERNS))
+    ap.add_argument("--entries", nargs="+", default=list(ENTRIES), choices=ENTRIES)
+    ap.add_argument("--models", help="folder of model_<pattern>.json (default: train them)")
     args = ap.parse_args(argv)
     sizes = tuple(int(s * 2**20) for s in args.sizes)
     with tempfile.TemporaryDirectory() as tmp:
-        models = build_models(Path(tmp))
-        rows = measure({p: str(models[p]) for p in args.patterns}, sizes)
-    print_table(rows, sizes, prose_text(1024)[1])
+        models = build_models(Path(tmp)) if args.models is None else {
+            p: Path(args.models) / f"model_{p}.json" for p in args.patterns}
+        rows = measure({p: str(models[p]) for p in args.patterns}, sizes, tuple(args.entries))
+    full = ["encode_ordinary"] if "encode_ordinary" in args.entries else args.entries[:1]
+    print_table(rows, sizes, prose_text(1024)[1], full_entries=full)
 
 
 if __name__ == "__main__":
