@@ -630,17 +630,13 @@ class Tokenizer:
             capacity = len(layout[0])
         return ids.copy() if keep and 2 * len(ids) < capacity else ids
 
-    def _encode_huge(self, text, allowed: frozenset, disallowed: frozenset):
+    def _encode_huge(self, text, allowed: frozenset, disallowed: frozenset, index=0, where=None):
         """A text of more than ``SEGMENT_BYTES``, scanned and encoded a segment at a time
         (the same ids): ``(int32 ids, length of the buffer they are a view of)``; None when
-        it is not that (or holds an allowed special token).
-
-        Why: arrays per byte and per piece of a 16 MiB text outgrow the allocator's reuse
-        (glibc maps anything over 32 MB afresh, and each new page faults); per segment,
-        the scratch memory is reused, so time and peak memory grow linearly.
+        it is not that (or holds an allowed special token). ``index``, ``where``: see
+        ``_check_disallowed``.
         """
-        if (not isinstance(text, str) or len(text) < SEGMENT_BYTES // 4 or self.base != "bytes"
-                or self.normalization is not None or not pretokenize.uses_scanner(self.pattern)):
+        if (not isinstance(text, str) or len(text) < SEGMENT_BYTES // 4 or not self._segmentable()):
             return None
         try:
             raw = text.encode("utf-8")
@@ -652,12 +648,27 @@ class Tokenizer:
         if disallowed:
             disallowed_m = self._matcher(disallowed)
             if disallowed_m.maybe_in(text):
-                self._check_disallowed(text, disallowed_m, 0, None)
+                self._check_disallowed(text, disallowed_m, index, where)
         if allowed and self._matcher(allowed).maybe_in(text):
             return None
+        return self._encode_segmented(np.frombuffer(raw, dtype=np.uint8))
+
+    def _segmentable(self) -> bool:
+        """Whether ``_encode_segmented`` gives this tokenizer's ids (byte mode, no
+        normalization, a named pattern: the scanner can stop and resume at a piece)."""
+        return (self.base == "bytes" and self.normalization is None
+                and pretokenize.uses_scanner(self.pattern))
+
+    def _encode_segmented(self, data: np.ndarray):
+        """The ids of one document's UTF-8 bytes (no special tokens), scanned and encoded
+        ``SEGMENT_BYTES`` at a time: ``(int32 ids, length of the buffer they view)``.
+
+        Why: arrays per byte and per piece of a 16 MiB text outgrow the allocator's reuse
+        (glibc maps anything over 32 MB afresh, and each new page faults); per segment,
+        the scratch memory is reused, so time and peak memory grow linearly.
+        """
         from ._scanner import scan_prefix_offsets
 
-        data = np.frombuffer(raw, dtype=np.uint8)
         no_special = np.zeros(0, dtype=np.int32)
         # Ids never outnumber bytes; pages past the last id are never touched. One list at
         # the end costs less than a list per segment joined (measured: 13% on 16 MiB).
@@ -719,11 +730,31 @@ class Tokenizer:
         if _is_arrow(texts):
             return self._encode_arrow(texts, allowed, disallowed, n_threads)
         texts = list(texts)
-        if not texts:
+        out = []
+        # Documents over SEGMENT_BYTES go alone through the segmented path (linear time,
+        # bounded scratch memory); the runs of documents between them are encoded together.
+        # In document order, so an error names the first bad document, as before.
+        run_start = 0
+        for index in self._huge_documents(texts) + [len(texts)]:
+            if index > run_start:
+                run = texts[run_start:index]
+                ids, offsets = self._run(self._layout(run, allowed, disallowed, ("document", run_start)),
+                                         n_threads)
+                ids = self._shared_ints(ids)
+                out.extend(part.tolist() for part in np.split(ids, offsets[1:-1]))
+                run_start = index
+            if index < len(texts):
+                huge = self._encode_huge(texts[index], allowed, disallowed, index, ("document", 0))
+                if huge is not None:  # else it starts the next run
+                    out.append(self._id_list(huge[0]))
+                    run_start = index + 1
+        return out
+
+    def _huge_documents(self, texts) -> list[int]:
+        """Indices of the documents that may go through ``_encode_huge`` (a superset)."""
+        if not self._segmentable():
             return []
-        ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("document", 0)), n_threads)
-        ids = self._shared_ints(ids)
-        return [part.tolist() for part in np.split(ids, offsets[1:-1])]
+        return [i for i, t in enumerate(texts) if isinstance(t, str) and len(t) >= SEGMENT_BYTES // 4]
 
     def _encode_arrow(self, array, allowed, disallowed, n_threads, row_base=0):
         """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
@@ -765,15 +796,44 @@ class Tokenizer:
                     if allowed_m is not None and allowed_m.first(text) is not None:
                         fast = False
             if fast:
-                pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern)
-                special = np.zeros(0, dtype=np.int32)  # no special token in this batch
-                ids, offsets = self._run((data, pieces, special, doc_pieces), n_threads,
-                                         dropout=dropout, seed=seed)
+                ids, offsets = self._encode_rows(data, doc_offsets, n_threads, dropout, seed)
                 return ids, offsets, valid
         texts = [t if t is not None else "" for t in array.to_pylist()]
         ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base)), n_threads,
                                  dropout=dropout, seed=seed)
         return ids, offsets, valid
+
+    def _encode_rows(self, data, doc_offsets, n_threads, dropout=0.0, seed=0):
+        """``(ids int32[n], offsets int64[rows + 1])`` of rows of UTF-8 bytes holding no
+        special token (byte mode). Rows over ``SEGMENT_BYTES`` go alone through the
+        segmented path when it applies (the same ids, linear time and bounded scratch
+        memory); the runs of rows between them take one scanner and one kernel call each.
+        """
+        special = np.zeros(0, dtype=np.int32)  # no special token in these rows
+        lengths = np.diff(doc_offsets)
+        huge = (np.flatnonzero(lengths > SEGMENT_BYTES).tolist()
+                if dropout == 0 and self._segmentable() else [])
+        if not huge:
+            pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern)
+            return self._run((data, pieces, special, doc_pieces), n_threads, dropout=dropout, seed=seed)
+        parts, counts = [], np.zeros(len(lengths), dtype=np.int64)
+        run_start = 0
+        for row in huge + [len(lengths)]:
+            if row > run_start:
+                lo, hi = doc_offsets[run_start], doc_offsets[row]
+                run_offsets = doc_offsets[run_start:row + 1] - lo
+                pieces, doc_pieces = pretokenize.piece_offsets(data[lo:hi], run_offsets, self.pattern)
+                ids, offsets = self._run((data[lo:hi], pieces, special, doc_pieces), n_threads)
+                parts.append(ids)
+                counts[run_start:row] = np.diff(offsets)
+            if row < len(lengths):
+                ids, _ = self._encode_segmented(data[doc_offsets[row]:doc_offsets[row + 1]])
+                parts.append(ids)
+                counts[row] = len(ids)
+            run_start = row + 1
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts), offsets
 
     def _special_candidate_rows(self, array, tokens: frozenset) -> np.ndarray:
         """Rows that may contain one of ``tokens`` (a superset; empty when there are none)."""

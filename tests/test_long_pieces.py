@@ -281,3 +281,51 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
         special, allowed_special="all")
     with pytest.raises(fb.DisallowedSpecialTokenError):
         tok.encode_to_numpy(special)
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "o200k"])
+def test_batches_encode_huge_documents_in_segments_with_the_same_ids(monkeypatch, pattern, tmp_path):
+    # A batch (list, Arrow, count_tokens, Parquet) sends each document over SEGMENT_BYTES
+    # alone through the segmented path and encodes the runs between them together. With
+    # 64-byte segments: the same ids as the one-shot path, nulls and empty rows kept, and
+    # an error names the first bad document, huge or not.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fastbpe_nb.tokenizer as tk
+
+    rng = random.Random(5)
+    corpus = ["".join(rng.choices("ab cd\n12'  .", k=80)) for _ in range(60)]
+    tok = fb.train(corpus, num_merges=60, pattern=pattern, special_tokens=["<|s|>"])
+    small = ["", "ab cd", "12 . x", "é中 ab"]
+    big = ["".join(rng.choices("ab cd\n12'  .é中", k=400)), "x" * 300 + " " * 200 + "7" * 100]
+    docs = [big[0], small[1], small[0], big[1], big[1], small[2], small[3], big[0]]
+    one_shot = [tok._id_list(tok._run(tok._layout([t], frozenset(), frozenset()))[0]) for t in docs]
+    monkeypatch.setattr(tk, "SEGMENT_BYTES", 64)
+    assert tok._huge_documents(docs) == [0, 3, 4, 7]
+    for batch in (docs, docs[1:3], docs[:1], docs[3:5] + docs[:2], []):
+        expected = [one_shot[docs.index(t)] for t in batch]
+        assert tok.encode_batch(batch, num_threads=2) == expected
+        arrow = pa.array(batch + [None], pa.large_string())
+        assert tok.encode_batch(arrow, num_threads=2).to_pylist() == expected + [None]
+        assert tok.count_tokens(arrow).tolist() == [len(e) for e in expected] + [0]
+    # The huge rows really took the segmented path (and the small ones did not).
+    seen = []
+    real = tk.Tokenizer._encode_segmented
+    monkeypatch.setattr(tk.Tokenizer, "_encode_segmented",
+                        lambda self, data: seen.append(len(data)) or real(self, data))
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": pa.array(docs, pa.string())}), src)
+    fb.encode_parquet(tok, str(src), str(tmp_path / "out"), num_threads=2)
+    assert pq.read_table(tmp_path / "out" / "in.parquet").column("ids").to_pylist() == one_shot
+    assert sorted(seen) == sorted(len(docs[i].encode()) for i in (0, 3, 4, 7))
+    # Errors: the first document holding a disallowed special token is named.
+    bad = list(docs)
+    bad[1] = "ab <|s|>"
+    bad[4] = big[1] + "<|s|>"
+    for order, first in ((bad, 1), (bad[2:], 2), ([bad[4], bad[1]], 0)):
+        with pytest.raises(fb.DisallowedSpecialTokenError, match=f"document {first}:"):
+            tok.encode_batch(order)
+    with_special = tok.encode_batch([bad[4], "x"], allowed_special="all")  # not segmented
+    assert with_special[0][-1] == tok.special_tokens["<|s|>"]
+    assert with_special == [tok.encode(bad[4], allowed_special="all"), tok.encode("x")]
