@@ -603,8 +603,8 @@ class Tokenizer:
         """``encode`` as a ``uint32`` NumPy array (the same ids; tiktoken's name and dtype).
 
         Use it when the ids go on to NumPy, Arrow or a ``.bin`` file: it skips building a
-        Python list, which for a text of one token per byte or two is half of the time
-        (a 16.8M-id list is 128 MB of fresh pages).
+        Python list, about 40% of ``encode``'s time on a text of one token per byte or two
+        (a 16.8M-id list is 128 MB of fresh pages) and 20% on prose.
         """
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
         return self._encode_array(text, allowed, disallowed, dropout, seed, keep=True).view(np.uint32)

@@ -75,9 +75,9 @@ def test_adversarial_timing(models):
 
     paths = {p: str(m) for p, m in models.items()}
     res = run_case(f"""
-        from measure_adversarial import measure, print_table
+        from measure_adversarial import measure, print_table, prose_text
         rows = measure({paths!r}, sizes=(1 << 20, 16 << 20))
-        print_table(rows, (1 << 20, 16 << 20), "shared corpora or generated prose")
+        print_table(rows, (1 << 20, 16 << 20), prose_text(1024)[1])
         emit(rows)
     """, timeout=3600).check()
     rows = [r for r in res.result if r["pattern"] != "-"]  # without the calibration row
