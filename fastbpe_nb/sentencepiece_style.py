@@ -411,6 +411,11 @@ class SentencePieceBPE:
         """Token ids of ``text``, identical to ``SentencePieceProcessor.encode(text)``."""
         return self.encode_batch([text])[0]
 
+    def encode_to_numpy(self, text: str) -> np.ndarray:
+        """``encode`` as a ``uint32`` NumPy array (the same ids, no Python list)."""
+        ids, offsets = self._encode_flat([self.normalize(_check_str(text, 0))])
+        return np.ascontiguousarray(ids[offsets[0]:offsets[1]], dtype=np.uint32)
+
     def encode_as_pieces(self, text: str) -> list[str]:
         return [self.pieces[i] for i in self.encode(text)]
 

@@ -129,6 +129,8 @@ def test_sentencepiece_trained_models_encode_identically(spm_models, corpus, con
     # single-document path agrees with the batch path
     for doc, ids in zip(held[::97], got[::97]):
         assert ours.encode(doc) == ids
+        as_array = ours.encode_to_numpy(doc)
+        assert as_array.dtype == np.uint32 and as_array.tolist() == ids
     # normalization is SentencePiece's
     for doc in held[::13]:
         assert ours.normalize(doc) == sp.normalize(doc)
