@@ -567,13 +567,9 @@ class Tokenizer:
         """Whole-piece lookup arrays: only for ``merge_mode="ranks"`` (empty otherwise)."""
         if self._whole is None:
             if self.merge_mode == "ranks":
-                from .kernels.encode import build_whole_table
+                from .io.tiktoken_format import whole_token_table
 
-                lengths = np.fromiter(map(len, self._token_bytes), np.int64, len(self._token_bytes))
-                tok_off = np.zeros(len(lengths) + 1, dtype=np.int64)
-                np.cumsum(lengths, out=tok_off[1:])
-                tok_data = np.frombuffer(b"".join(self._token_bytes), dtype=np.uint8).copy()
-                self._whole = (build_whole_table(tok_off, tok_data, len(lengths)), tok_off, tok_data)
+                self._whole = whole_token_table(self._token_bytes)
             else:
                 empty8 = np.zeros(1, dtype=np.uint8)
                 self._whole = (np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), empty8)

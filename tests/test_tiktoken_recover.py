@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 import fastbpe_nb as fb
 from fastbpe_nb.io import tiktoken_format as tf
-from fastbpe_nb.kernels.encode import build_whole_table
 from fastbpe_nb.kernels.recover import FLAT_BYTES, recover_last_merges
 
 from fbtest import NOJIT
@@ -25,11 +24,8 @@ BYTES = [bytes([b]) for b in range(256)]
 
 
 def kernel_parts(tokens):
-    n = len(tokens)
-    tok_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum([len(t) for t in tokens], out=tok_off[1:])
-    tok_data = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-    return recover_last_merges(tok_off, tok_data, build_whole_table(tok_off, tok_data, n))
+    whole_keys, tok_off, tok_data = tf.whole_token_table(tokens)
+    return recover_last_merges(tok_off, tok_data, whole_keys)
 
 
 def python_parts(tokens):

@@ -176,22 +176,33 @@ def _last_merge(token: bytes, rank_of: dict, max_rank: int, max_len: int | None 
     return starts
 
 
-def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
-    """The merge (left rank, right rank) of every token of rank >= 256, in rank order.
-
-    One kernel call (``kernels.recover.recover_last_merges``) runs ``_last_merge``'s rule
-    for all tokens; ``_last_merge`` itself names the parts of a token that fails.
-    """
+def whole_token_table(tokens: list[bytes]):
+    """``(whole_keys int64[cap], tok_off int64[n + 1], tok_data uint8[total])``: the tokens'
+    bytes end to end and a hash table from a token's bytes to its id
+    (``kernels.encode.build_whole_table``). Used by the ``ranks`` encoder and by merge
+    recovery."""
     from ..kernels.encode import build_whole_table
-    from ..kernels.recover import recover_last_merges
     from ..parallel import call_kernel
 
     n = len(tokens)
     lengths = np.fromiter(map(len, tokens), np.int64, n)
     tok_off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=tok_off[1:])
-    tok_data = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-    whole_keys = call_kernel(build_whole_table, tok_off, tok_data, n)
+    # A writable copy: the kernels then compile for one array type, not also a read-only one.
+    tok_data = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()
+    return call_kernel(build_whole_table, tok_off, tok_data, n), tok_off, tok_data
+
+
+def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
+    """The merge (left rank, right rank) of every token of rank >= 256, in rank order.
+
+    One kernel call (``kernels.recover.recover_last_merges``) runs ``_last_merge``'s rule
+    for all tokens; ``_last_merge`` itself names the parts of a token that fails.
+    """
+    from ..kernels.recover import recover_last_merges
+    from ..parallel import call_kernel
+
+    whole_keys, tok_off, tok_data = whole_token_table(tokens)
     parts = call_kernel(recover_last_merges, tok_off, tok_data, whole_keys)[256:]
     failed = np.flatnonzero(parts[:, 0] < 0)
     if failed.size:
