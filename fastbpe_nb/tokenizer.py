@@ -632,7 +632,7 @@ class Tokenizer:
         it is not that (or holds an allowed special token). ``index``, ``where``: see
         ``_check_disallowed``.
         """
-        if (not isinstance(text, str) or len(text) < SEGMENT_BYTES // 4 or not self._segmentable()):
+        if not self._may_be_huge(text):
             return None
         try:
             raw = text.encode("utf-8")
@@ -648,6 +648,11 @@ class Tokenizer:
         if allowed and self._matcher(allowed).maybe_in(text):
             return None
         return self._encode_segmented(np.frombuffer(raw, dtype=np.uint8))
+
+    def _may_be_huge(self, text) -> bool:
+        """Whether ``_encode_huge`` may take ``text`` (a cheap test: a str of at least
+        ``SEGMENT_BYTES // 4`` characters, which UTF-8 makes at most 4x as many bytes)."""
+        return isinstance(text, str) and len(text) >= SEGMENT_BYTES // 4 and self._segmentable()
 
     def _segmentable(self) -> bool:
         """Whether ``_encode_segmented`` gives this tokenizer's ids (byte mode, no
@@ -750,7 +755,7 @@ class Tokenizer:
         """Indices of the documents that may go through ``_encode_huge`` (a superset)."""
         if not self._segmentable():
             return []
-        return [i for i, t in enumerate(texts) if isinstance(t, str) and len(t) >= SEGMENT_BYTES // 4]
+        return [i for i, t in enumerate(texts) if self._may_be_huge(t)]
 
     def _encode_arrow(self, array, allowed, disallowed, n_threads, row_base=0):
         """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
