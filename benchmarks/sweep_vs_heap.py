@@ -18,14 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-
-def best_of(fn, reps=3):
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_adversarial import best_of  # noqa: E402
+from compare_training import machine  # noqa: E402
 
 
 def main(argv=None):
@@ -60,7 +55,8 @@ def main(argv=None):
     tiny = np.frombuffer(b"1234567890" * 100, dtype=np.uint8)
     t0 = time.perf_counter()
     heap(tiny), sweep(tiny)
-    print(f"model {args.model}: vocab {tok.vocab_size}; compile/load {time.perf_counter() - t0:.2f} s")
+    print(f"model {args.model}: vocab {tok.vocab_size}; compile/load {time.perf_counter() - t0:.2f} s; "
+          f"machine: {machine()}")
     rnd = random.Random(0)
     pieces = {
         "1 M random digits": "".join(rnd.choices("0123456789", k=1 << 20)),
@@ -70,8 +66,8 @@ def main(argv=None):
     print(f"{'piece':20} {'heap s':>8} {'sweep s':>8} {'speed-up':>8}  ids")
     for name, text in pieces.items():
         units = np.frombuffer(text.encode(), dtype=np.uint8)
-        t_heap, ids_heap = best_of(lambda: heap(units))
-        t_sweep, ids_sweep = best_of(lambda: sweep(units))
+        t_heap, ids_heap = best_of(lambda: heap(units), 3)
+        t_sweep, ids_sweep = best_of(lambda: sweep(units), 3)
         same = "identical" if np.array_equal(ids_heap, ids_sweep) else "DIFFER"
         print(f"{name:20} {t_heap:8.3f} {t_sweep:8.3f} {t_heap / t_sweep:7.1f}x  {same}")
 
