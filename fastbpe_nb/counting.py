@@ -98,24 +98,20 @@ class WordCounter:
         return np.frombuffer(b"".join(out), dtype=np.uint8), offsets
 
     def _count_pieces(self, data, pieces):
-        from .kernels.count import count_batch
+        from .kernels.count import count_batch, count_batch_serial
 
         n_pieces = len(pieces) - 1
         if n_pieces <= 0:
             return
-        n_threads = self.num_threads
-        if n_threads is None:
-            import numba
+        from .parallel import default_threads, run_parallel
 
-            n_threads = numba.get_num_threads()
+        n_threads = self.num_threads or default_threads()
         n_blocks = max(1, min(4 * n_threads, n_pieces // 4096 or 1))
-        from .parallel import run_parallel
-
+        args = (data, pieces, n_blocks, self.n_pieces, self._keys, self._store,
+                self._store_len, self._off, self._count, self._first, self._hash, self._n)
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
-         self._hash, self._n) = run_parallel(
-            count_batch, n_threads, data, pieces, n_blocks, self.n_pieces, self._keys,
-            self._store, self._store_len, self._off, self._count, self._first, self._hash,
-            self._n)
+         self._hash, self._n) = run_parallel(count_batch, n_threads, *args,
+                                             serial=(count_batch_serial, args))
         self.n_pieces += n_pieces
 
     def table(self):

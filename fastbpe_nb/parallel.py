@@ -12,22 +12,74 @@ Two hazards, two rules:
   threads it starts inherit that mask), while the calling thread waits: it alone receives the
   signal, lets the kernel call finish (one batch, well under a second), then raises.
 
-Single-threaded work never needs the pool: the encoder has a serial kernel for that.
+A third hazard is ``fork``. Numba starts its thread pool once per process; a child created
+by ``fork`` (``multiprocessing``'s default on Linux, DataLoader workers,
+``datasets.map(num_proc=...)``) inherits the pool's state but none of its threads. GNU OpenMP
+then hands out garbage (empty results, ``MemoryError``, wrong ids with no exception: its guard
+raises SIGTERM, which the kernel thread has blocked), and ``workqueue`` waits on threads that do
+not exist. So a process forked from one whose pool had started never launches a parallel
+region: every parallel kernel has a serial twin with the same results, and ``run_parallel``
+calls it there (``os.register_at_fork`` marks the child). The child's own children inherit the
+mark. Children made by ``spawn`` or ``forkserver`` start a fresh interpreter and a pool of their
+own. The lock of the first rule is renewed in every forked child (a fork taken while another
+thread held it would otherwise leave the child deadlocked).
+
+Single-threaded work never needs the pool: each parallel kernel has a serial twin for that.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 
 _lock = threading.Lock()
 _layer_is_threadsafe = False
 _BLOCKED = {signal.SIGINT, signal.SIGTERM}
+#: True in a process forked (directly or not) from one whose Numba thread pool had started.
+_pool_inherited = False
 
 
-def run_parallel(kernel, n_threads: int, *args):
-    """``kernel(*args)`` with Numba's thread count set to ``n_threads`` for this call."""
+def _numba_pool_started() -> bool:
+    """Whether Numba's thread pool has been launched in this process (by us or anyone)."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    return bool(parallel is not None and getattr(parallel, "_is_initialized", False))
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _pool_inherited
+    _lock = threading.Lock()
+    if _numba_pool_started():
+        _pool_inherited = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def pool_usable() -> bool:
+    """False in a forked child of a process whose pool had started: use serial kernels there."""
+    return not _pool_inherited
+
+
+def default_threads() -> int:
+    """Numba's thread count, read without launching the pool (``get_num_threads`` would)."""
+    import numba
+
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
+def run_parallel(kernel, n_threads: int, *args, serial):
+    """``kernel(*args)`` with Numba's thread count set to ``n_threads`` for this call.
+
+    ``serial`` is ``(serial_kernel, serial_args)``, the same computation on the calling thread
+    only; it runs instead where Numba's pool cannot be used (a forked child, see above).
+    """
     global _layer_is_threadsafe
+    if _pool_inherited:
+        serial_kernel, serial_args = serial
+        return call_kernel(serial_kernel, *serial_args)
     import numba
 
     n = max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))

@@ -434,7 +434,8 @@ class SentencePieceBPE:
         return [ids[offsets[d]:offsets[d + 1]].tolist() for d in range(len(offsets) - 1)]
 
     def _encode_flat(self, normalized: list[str], num_threads=None):
-        from .kernels.encode import encode_batch
+        from .kernels.encode import encode_batch, encode_serial
+        from .parallel import call_kernel, run_parallel
 
         t = self._build_tables()
         n = len(self.pieces)
@@ -482,13 +483,19 @@ class SentencePieceBPE:
             piece_offsets = np.zeros(1, dtype=np.int64)
             piece_special = np.zeros(0, dtype=np.int32)
             doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
-        n_blocks = max(1, min(n_docs, 4 * (num_threads or os.cpu_count() or 1)))
-        ids, offsets = encode_batch(
-            data.astype(np.int32), t["sym_map"], piece_offsets, piece_special,
-            doc_piece_offsets, t["keys"], t["vals"], np.zeros(0, np.int64),
-            np.zeros(1, np.int64), np.zeros(0, np.uint8), 0.0, 0, t["long_piece"], t["sweep_ranks"],
-            CACHE_BITS, n_blocks,
-        )
+        args = (data.astype(np.int32), t["sym_map"], piece_offsets, piece_special,
+                doc_piece_offsets, t["keys"], t["vals"], np.zeros(0, np.int64),
+                np.zeros(1, np.int64), np.zeros(0, np.uint8), 0.0, 0, t["long_piece"],
+                t["sweep_ranks"], CACHE_BITS)
+        n_threads = num_threads or os.cpu_count() or 1
+        if n_threads <= 1 or n_docs <= 1:
+            # One text (encode) never starts the thread pool: no per-call pool cost, and
+            # nothing to go wrong in a forked child.
+            ids, offsets = call_kernel(encode_serial, *args)
+        else:
+            n_blocks = max(1, min(n_docs, 4 * n_threads))
+            ids, offsets = run_parallel(encode_batch, n_threads, *args, n_blocks,
+                                        serial=(encode_serial, args))
         return self._postprocess(ids, offsets)
 
     def _postprocess(self, ids, offsets):

@@ -561,7 +561,8 @@ class Tokenizer:
         if n_threads <= 1 or n_docs <= 1:
             return call_kernel(encode_serial, *args)
         n_blocks = max(1, min(n_docs, 8 * n_threads))
-        return run_parallel(encode_batch, n_threads, *args, n_blocks)
+        return run_parallel(encode_batch, n_threads, *args, n_blocks,
+                            serial=(encode_serial, args))
 
     def _whole_table(self):
         """Whole-piece lookup arrays: only for ``merge_mode="ranks"`` (empty otherwise)."""

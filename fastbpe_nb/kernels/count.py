@@ -99,6 +99,35 @@ def count_batch(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_s
         The (possibly reallocated) ``g_keys, g_store, g_store_len, g_off, g_count, g_first,
         g_hash, g_n``.
     """
+    n_blocks, block_start, u_base, u_piece, u_count, u_hash, n_unique = _blocks(piece_offsets,
+                                                                              n_blocks)
+    for b in prange(n_blocks):
+        _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_hash, n_unique)
+    return _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_hash,
+                         n_unique, first_index, g_keys, g_store, g_store_len, g_off, g_count,
+                         g_first, g_hash, g_n)
+
+
+@njit(cache=True, nogil=True)
+def count_batch_serial(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_store_len,
+                       g_off, g_count, g_first, g_hash, g_n):
+    """``count_batch`` on the calling thread only (no thread pool is touched).
+
+    Same parameters and results. Used where Numba's thread pool cannot be trusted: in a
+    process forked from one whose pool had started (see ``parallel.py``).
+    """
+    n_blocks, block_start, u_base, u_piece, u_count, u_hash, n_unique = _blocks(piece_offsets,
+                                                                              n_blocks)
+    for b in range(n_blocks):
+        _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_hash, n_unique)
+    return _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_hash,
+                         n_unique, first_index, g_keys, g_store, g_store_len, g_off, g_count,
+                         g_first, g_hash, g_n)
+
+
+@njit(cache=True, nogil=True)
+def _blocks(piece_offsets, n_blocks):
+    """Block boundaries and the per-block private arrays of ``count_batch``."""
     n_pieces = piece_offsets.shape[0] - 1
     n_blocks = max(1, min(n_blocks, n_pieces))
     # Per-block private tables, sized for the block's pieces (load factor <= 1/2).
@@ -112,19 +141,28 @@ def count_batch(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_s
     u_count = np.empty(max(1, n_pieces), dtype=np.int64)
     u_hash = np.empty(max(1, n_pieces), dtype=np.int64)
     n_unique = np.zeros(n_blocks, dtype=np.int64)
-    for b in prange(n_blocks):
-        p0 = block_start[b]
-        p1 = block_start[b + 1]
-        cap = 16
-        while cap < 2 * (p1 - p0):
-            cap *= 2
-        keys = np.full(cap, EMPTY, dtype=np.int64)
-        lo = u_base[b]
-        hi = u_base[b + 1]
-        n_unique[b] = _count_block(data, piece_offsets, p0, p1, keys, u_piece[lo:hi],
-                                   u_count[lo:hi], u_hash[lo:hi])
+    return n_blocks, block_start, u_base, u_piece, u_count, u_hash, n_unique
 
-    # Serial merge in block order: a word's first occurrence is in the earliest block.
+
+@njit(cache=True, nogil=True)
+def _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_hash, n_unique):
+    """Count block ``b`` into its own slices of the private arrays (no sharing)."""
+    p0 = block_start[b]
+    p1 = block_start[b + 1]
+    cap = 16
+    while cap < 2 * (p1 - p0):
+        cap *= 2
+    keys = np.full(cap, EMPTY, dtype=np.int64)
+    lo = u_base[b]
+    hi = u_base[b + 1]
+    n_unique[b] = _count_block(data, piece_offsets, p0, p1, keys, u_piece[lo:hi],
+                               u_count[lo:hi], u_hash[lo:hi])
+
+
+@njit(cache=True, nogil=True)
+def _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_hash, n_unique,
+                  first_index, g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
+    """Serial merge in block order: a word's first occurrence is in the earliest block."""
     for b in range(n_blocks):
         lo = u_base[b]
         for j in range(n_unique[b]):
