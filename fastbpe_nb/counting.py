@@ -143,3 +143,42 @@ class WordCounter:
         raw = data.tobytes()
         return {raw[offsets[i] : offsets[i + 1]].decode("utf-8", "surrogateescape"): int(counts[i])
                 for i in range(len(counts))}
+
+
+def coalesce_batches(batches, max_bytes: int | None = None):
+    """Join consecutive small ``(data, doc_offsets)`` batches into ones of about ``max_bytes``.
+
+    A Parquet file of 20,000 ten-row row groups, or a folder of many small text files, comes
+    in thousands of tiny batches; each costs a scanner call, a counting call and Python
+    between them (about 0.4 ms), which dominated such inputs (8 s against 0.4 s for the same
+    rows in one row group). Batches keep their order and their document boundaries, so
+    counts and first occurrences are unchanged; a batch already over ``max_bytes`` passes
+    through as it is. Memory stays bounded by ``max_bytes`` plus one batch.
+    """
+    from .io.arrow_text import SLICE_BYTES
+
+    limit = SLICE_BYTES if max_bytes is None else max_bytes
+    datas, offs, size = [], [], 0
+    for data, doc_offsets in batches:
+        start, end = int(doc_offsets[0]), int(doc_offsets[-1])
+        if not datas and end - start >= limit:
+            yield data, doc_offsets
+            continue
+        datas.append(data[start:end])
+        offs.append(doc_offsets - start)
+        size += end - start
+        if size >= limit:
+            yield _join_batches(datas, offs)
+            datas, offs, size = [], [], 0
+    if datas:
+        yield _join_batches(datas, offs)
+
+
+def _join_batches(datas, offs):
+    if len(datas) == 1:
+        return datas[0], offs[0]
+    bases = np.cumsum([0] + [len(d) for d in datas])
+    joined = np.concatenate(datas) if bases[-1] else np.zeros(0, np.uint8)
+    offsets = np.concatenate([o[:-1] + b for o, b in zip(offs, bases[:-1])]
+                             + [np.array([bases[-1]], np.int64)]).astype(np.int64)
+    return joined, offsets

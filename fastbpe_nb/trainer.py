@@ -398,7 +398,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     """
     import os
 
-    from .counting import WordCounter
+    from .counting import WordCounter, coalesce_batches
     from .io.corpus import ReadStats, expand_paths, iter_batches
 
     pretokenize.compiled_pattern(pattern)
@@ -412,9 +412,9 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
         total = sum(os.path.getsize(f) for f in files)
         bar = tqdm(total=total, desc="counting", unit="B", unit_scale=True, dynamic_ncols=True)
     try:
-        for data, doc_offsets in iter_batches(files, column, stats,
-                                              splittable=pretokenize.uses_scanner(pattern),
-                                              on_bad_input=on_bad_input, chunk_bytes=chunk_bytes):
+        batches = iter_batches(files, column, stats, splittable=pretokenize.uses_scanner(pattern),
+                               on_bad_input=on_bad_input, chunk_bytes=chunk_bytes)
+        for data, doc_offsets in coalesce_batches(batches):
             counter.add_batch(data, doc_offsets)
             if bar is not None:
                 bar.update(min(stats.bytes_read, bar.total) - bar.n)

@@ -79,3 +79,36 @@ def parquet_batch_rows(parquet_file, row_group: int, max_bytes: int | None = Non
         return 1024
     per_row = max(1, meta.total_byte_size // meta.num_rows)
     return int(max(1, min(65536, max_bytes // per_row)))
+
+
+def parquet_read_plan(parquet_file, max_bytes: int | None = None) -> list[tuple[list[int], int]]:
+    """Runs of consecutive row groups to read together, each with its record-batch size.
+
+    ``[(row_groups, batch_rows), ...]`` in file order. Small row groups are read together
+    until a run holds about ``max_bytes`` (one ``iter_batches`` call per row group costs
+    about 70 us: 20,000 ten-row groups took 1.5 s to read one by one, 0.13 s together); a
+    big row group is a run of its own. ``batch_rows`` is the smallest
+    ``parquet_batch_rows`` of the run, so a batch never holds much more than ``max_bytes``.
+    """
+    if max_bytes is None:
+        max_bytes = SLICE_BYTES
+    meta = parquet_file.metadata
+    plan, run, run_bytes, run_rows = [], [], 0, 65536
+    for rg in range(meta.num_row_groups):
+        size = meta.row_group(rg).total_byte_size
+        if run and run_bytes + size > max_bytes:
+            plan.append((run, run_rows))
+            run, run_bytes, run_rows = [], 0, 65536
+        run.append(rg)
+        run_bytes += size
+        run_rows = min(run_rows, parquet_batch_rows(parquet_file, rg, max_bytes))
+    if run:
+        plan.append((run, run_rows))
+    return plan
+
+
+def describe_row_groups(row_groups: list[int]) -> str:
+    """``"row group 3"`` or ``"row groups 3-9"`` for error messages."""
+    if len(row_groups) == 1:
+        return f"row group {row_groups[0]}"
+    return f"row groups {row_groups[0]}-{row_groups[-1]}"

@@ -204,21 +204,22 @@ def read_parquet(path: str, column: str, stats: ReadStats):
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for bad files
         raise CorpusReadError(f"{path}: not a readable Parquet file ({exc})") from None
-    from .arrow_text import parquet_batch_rows
+    from .arrow_text import describe_row_groups, parquet_read_plan
 
     columns = [column] if column in pf.schema_arrow.names else None
-    for rg in range(pf.num_row_groups):
-        # Record batches of ~8 MB: a row group of huge documents is never decoded whole.
-        batches = pf.iter_batches(batch_size=parquet_batch_rows(pf, rg), row_groups=[rg],
-                                  columns=columns)
+    for row_groups, batch_rows in parquet_read_plan(pf):
+        # Record batches of ~8 MB: a row group of huge documents is never decoded whole,
+        # and runs of small row groups are read together.
+        where = describe_row_groups(row_groups)
+        batches = pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=columns)
         while True:
             try:
                 batch = next(batches)
             except StopIteration:
                 break
             except Exception as exc:
-                raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
-            col = _column_of(batch, column, path, f"row group {rg}")
+                raise CorpusReadError(f"{path}: {where}: cannot read ({exc})") from None
+            col = _column_of(batch, column, path, where)
             yield from _arrow_batches(col, stats)
 
 
