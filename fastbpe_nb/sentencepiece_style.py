@@ -485,7 +485,8 @@ class SentencePieceBPE:
             doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
         args = (data.astype(np.int32), t["sym_map"], piece_offsets, piece_special,
                 doc_piece_offsets, t["keys"], t["vals"], np.zeros(0, np.int64),
-                np.zeros(1, np.int64), np.zeros(0, np.uint8), 0.0, 0, t["long_piece"],
+                np.zeros(1, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64), 0.0, 0,
+                t["long_piece"],
                 t["sweep_ranks"], CACHE_BITS)
         n_threads = num_threads or os.cpu_count() or 1
         if n_threads <= 1 or n_docs <= 1:

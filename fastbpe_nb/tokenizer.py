@@ -254,6 +254,7 @@ class Tokenizer:
         self._rank_vals = None
         self._sweep_ranks = None
         self._whole = None
+        self._short = None
         self._id_objects = None  # object array: the int of each id, shared by id lists
         self._build_tables()
 
@@ -338,6 +339,7 @@ class Tokenizer:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_rank_keys"] = state["_rank_vals"] = state["_whole"] = None  # rebuilt on demand
+        state["_short"] = None
         state["_sweep_ranks"] = state["_id_objects"] = None
         state["_matchers"] = {}
         return state
@@ -556,13 +558,42 @@ class Tokenizer:
         whole_keys, tok_off, tok_data = self._whole_table()
         n_docs = len(doc_pieces) - 1
         args = (data, self._sym_map, offsets, special, doc_pieces, keys, vals, whole_keys,
-                tok_off, tok_data, float(dropout), int(seed), LONG_PIECE, self._sweep_rank_count(),
-                CACHE_BITS)
+                tok_off, tok_data, self._short_table(), float(dropout), int(seed), LONG_PIECE,
+                self._sweep_rank_count(), CACHE_BITS)
         if n_threads <= 1 or n_docs <= 1:
             return call_kernel(encode_serial, *args)
         n_blocks = max(1, min(n_docs, 8 * n_threads))
         return run_parallel(encode_batch, n_threads, *args, n_blocks,
                             serial=(encode_serial, args))
+
+    def _short_table(self):
+        """Byte mode: packed bytes -> packed ids of every token of 2-7 bytes.
+
+        Each such token is encoded as a piece of its own by the encoder itself (one kernel
+        call), so a hit gives what merging would give, in either merge mode. Empty in char
+        mode and for vocabularies of 2**20 ids or more (the ids are packed in 20 bits).
+        """
+        if self._short is None:
+            from .kernels.encode import SHORT_BYTES, SHORT_ID_BITS, build_short_table, encode_serial
+            from .parallel import call_kernel
+
+            empty = np.zeros(0, dtype=np.int64)
+            short = [t for t in self._token_bytes if 2 <= len(t) <= SHORT_BYTES]
+            if self.base != "bytes" or not short or self.vocab_size >= 1 << SHORT_ID_BITS:
+                self._short = empty
+                return self._short
+            data = np.frombuffer(b"".join(short), dtype=np.uint8)
+            pieces = np.zeros(len(short) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, short), np.int64, len(short)), out=pieces[1:])
+            docs = np.arange(len(short) + 1, dtype=np.int64)  # a piece per document
+            keys, vals = self._rank_table()
+            whole_keys, tok_off, tok_data = self._whole_table()
+            ids, id_offsets = call_kernel(
+                encode_serial, data, self._sym_map, pieces, np.zeros(0, np.int32), docs, keys,
+                vals, whole_keys, tok_off, tok_data, empty, 0.0, 0, LONG_PIECE,
+                self._sweep_rank_count(), CACHE_BITS)
+            self._short = call_kernel(build_short_table, data, pieces, ids, id_offsets)
+        return self._short
 
     def _whole_table(self):
         """Whole-piece lookup arrays: only for ``merge_mode="ranks"`` (empty otherwise)."""

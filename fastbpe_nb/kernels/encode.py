@@ -41,6 +41,114 @@ SWEEP_MARGIN = 256
 #: Longest piece (in units) the per-block piece cache keeps; longer pieces are rarely
 #: repeated and are merged each time.
 CACHE_UNITS = 24
+#: Pieces of up to this many bytes are looked up by their packed bytes in the short-piece
+#: tables: 7 bytes and the length fill one int64 key.
+SHORT_BYTES = 7
+#: A short piece's ids are packed into one int64: up to SHORT_MAX_IDS ids of SHORT_ID_BITS
+#: bits each, and their number in the top bits. Vocabularies of 2**20 ids or more do without.
+SHORT_ID_BITS = 20
+SHORT_MAX_IDS = 3
+SHORT_ID_MASK = (1 << SHORT_ID_BITS) - 1
+
+
+@njit(cache=True, nogil=True)
+def _short_key(data, s, n):
+    """``data[s:s+n]`` (n <= SHORT_BYTES bytes) packed with its length into one int64."""
+    key = np.int64(n) << 56
+    for k in range(n):
+        key |= np.int64(data[s + k]) << (8 * k)
+    return key
+
+
+@njit(cache=True, nogil=True)
+def _short_mix(key):
+    """Slot hash of a short-piece key (below 2**59): products stay below 2**63."""
+    h = ((key & 0x1FFFFFFF) * 0x9E3779B1) ^ ((key >> 29) * 0x85EBCA6B)
+    return h ^ (h >> 29)
+
+
+@njit(cache=True, nogil=True)
+def _pack_ids(ids, start, m):
+    """``ids[start:start+m]`` (1 <= m <= SHORT_MAX_IDS, each < 2**SHORT_ID_BITS) as one int64."""
+    v = np.int64(m) << 60
+    for k in range(m):
+        v |= np.int64(ids[start + k]) << (SHORT_ID_BITS * k)
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _emit_packed(v, out, o):
+    """Write the ids packed in ``v`` to ``out[o:]``; returns how many."""
+    m = v >> 60
+    for k in range(m):
+        out[o + k] = (v >> (SHORT_ID_BITS * k)) & SHORT_ID_MASK
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _short_lookup(table, key):
+    """Packed ids stored for ``key`` in an interleaved short-piece table, or -1."""
+    mask = (table.shape[0] >> 1) - 1
+    i = _short_mix(key) & mask
+    while True:
+        k = table[2 * i]
+        if k == key:
+            return table[2 * i + 1]
+        if k == EMPTY:
+            return NO_RANK
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def build_short_table(data, piece_offsets, ids, id_offsets):
+    """The short-piece table: packed bytes of a piece -> its packed ids.
+
+    Parameters
+    ----------
+    data : uint8[m]
+        Candidate pieces' bytes, concatenated (each 2 .. SHORT_BYTES bytes).
+    piece_offsets : int64[n + 1]
+        Candidate boundaries in ``data``.
+    ids : int32[k]
+        The encoder's ids of the candidates, concatenated (each encoded as a document of
+        its own, so a hit returns exactly what merging would return, in either merge mode).
+    id_offsets : int64[n + 1]
+        Candidate boundaries in ``ids``; a candidate of more than SHORT_MAX_IDS ids, or
+        with an id of SHORT_ID_BITS bits or more, is left out.
+
+    Returns
+    -------
+    table : int64[2 * cap]
+        Slot i holds the key at ``2 i`` (``EMPTY`` when free) and the packed ids at
+        ``2 i + 1``: key and value share a cache line, so a probe costs one memory access.
+    """
+    n = piece_offsets.shape[0] - 1
+    keep = np.zeros(n, dtype=np.bool_)
+    m = 0
+    for p in range(n):
+        c = id_offsets[p + 1] - id_offsets[p]
+        ok = 1 <= c <= SHORT_MAX_IDS
+        for k in range(id_offsets[p], id_offsets[p + 1]):
+            if ids[k] < 0 or ids[k] > SHORT_ID_MASK:
+                ok = False
+        keep[p] = ok
+        m += ok
+    cap = 16
+    while cap < 2 * m:
+        cap *= 2
+    table = np.full(2 * cap, EMPTY, dtype=np.int64)
+    mask = cap - 1
+    for p in range(n):
+        if not keep[p]:
+            continue
+        s = piece_offsets[p]
+        key = _short_key(data, s, piece_offsets[p + 1] - s)
+        i = _short_mix(key) & mask
+        while table[2 * i] != EMPTY and table[2 * i] != key:
+            i = (i + 1) & mask
+        table[2 * i] = key
+        table[2 * i + 1] = _pack_ids(ids, id_offsets[p], id_offsets[p + 1] - id_offsets[p])
+    return table
 
 
 @njit(cache=True, nogil=True)
@@ -542,18 +650,28 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 
 @njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits,
-                  d0, d1, out, doc_counts):
+                  whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece,
+                  sweep_ranks, cache_bits, d0, d1, out, doc_counts):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
     use_whole = whole_keys.shape[0] > 0
+    use_short = short_table.shape[0] > 0 and not dropout > 0.0
     has_special = piece_special.shape[0] > 0
     use_cache = dropout <= 0.0
     rng = np.ones(1, dtype=np.int64)
     max_short = long_piece + 1
     buf = np.empty(max_short, dtype=np.int32)
     rk = np.empty(max_short, dtype=np.int64)
-    n_cache = 1 << cache_bits
+    # Caches no bigger than the block needs: a short text does not pay for clearing them.
+    block_pieces = doc_piece_offsets[d1] - doc_piece_offsets[d0]
+    n_cache = 16
+    while n_cache < (1 << cache_bits) and n_cache < 2 * block_pieces:
+        n_cache *= 2
     cmask = n_cache - 1
+    # Short pieces the vocabulary table does not hold (several tokens): a direct-mapped
+    # cache of interleaved (key, packed ids), 4x the entries of the long-piece cache.
+    n_short = n_cache * 4
+    s_cache = np.full(2 * n_short, EMPTY, dtype=np.int64) if use_short else np.empty(0, np.int64)
+    smask = n_short - 1
     # The cache holds copies of the pieces' units and ids (not offsets into data and out):
     # a hit then reads a few hundred KB that stay in cache, not text megabytes back.
     c_hash = np.full(n_cache, EMPTY, dtype=np.int64)
@@ -584,8 +702,23 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 out[o] = sym_map[data[s]]
                 o += 1
                 continue
+            key = NO_RANK
+            if use_short and n <= SHORT_BYTES:
+                # Most pieces of real text are a few bytes: one probe of the vocabulary's
+                # table, then of the block's cache, no hashing of the bytes, no merging.
+                # Every token of 2..SHORT_BYTES bytes is in the table, so a miss is never
+                # a whole token and needs no whole-piece lookup.
+                key = _short_key(data, s, n)
+                v = _short_lookup(short_table, key)
+                if v >= 0:
+                    o += _emit_packed(v, out, o)
+                    continue
+                sslot = _short_mix(key) & smask
+                if s_cache[2 * sslot] == key:
+                    o += _emit_packed(s_cache[2 * sslot + 1], out, o)
+                    continue
             h = hash_units(data, s, e, HASH_SEED)
-            if use_whole:
+            if use_whole and key < 0:
                 t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
                 if t >= 0:
                     out[o] = t
@@ -620,7 +753,10 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 for k in range(n):
                     big[k] = sym_map[data[s + k]]
                 m = _merge_long(big, n, keys, vals, dropout, rng, no_starts)
-            if cacheable:
+            if key >= 0 and m <= SHORT_MAX_IDS:
+                s_cache[2 * sslot] = key
+                s_cache[2 * sslot + 1] = _pack_ids(out, o, m)
+            elif cacheable:
                 c_hash[slot] = h
                 c_len[slot] = n
                 c_nout[slot] = m
@@ -634,8 +770,8 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                 whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits,
-                 n_blocks):
+                 whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece, sweep_ranks,
+                 cache_bits, n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -661,6 +797,9 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         Offsets of the tokens' bytes (used with ``whole_keys``).
     tok_data : uint8[m]
         The tokens' bytes (used with ``whole_keys``).
+    short_table : int64[2 * cap] or int64[0]
+        Byte mode: ``build_short_table`` of the vocabulary, pieces of 2 .. SHORT_BYTES bytes
+        that encode to one token (skipped under dropout). Empty: no short-piece lookup.
     dropout : float
         BPE-dropout probability (0.0: ordinary encoding; > 0 disables the piece cache).
     seed : int
@@ -690,14 +829,15 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
-                      vals, whole_keys, tok_off, tok_data, dropout, seed, long_piece,
+                      vals, whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece,
                       sweep_ranks, cache_bits, d0, d1, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
 def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits):
+                  whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece, sweep_ranks,
+                  cache_bits):
     """``encode_batch`` on the calling thread only (no thread pool is started).
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
@@ -707,8 +847,8 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, dropout, seed, long_piece, sweep_ranks, cache_bits,
-                  0, n_docs, out, doc_counts)
+                  whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece,
+                  sweep_ranks, cache_bits, 0, n_docs, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 

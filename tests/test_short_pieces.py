@@ -1,0 +1,137 @@
+"""The short-piece table (pieces of 2..7 bytes looked up by their packed bytes) is exact.
+
+The table is filled by encoding every short token as a piece of its own with the encoder
+itself, so a hit must give what merging gives, in both merge modes, including vocabularies
+where a token's own bytes do not encode to that token (hand-made merge orders) and where
+the two modes disagree. The block's cache of short multi-token pieces must not change ids
+either. Oracles: ``reference.encode`` (pairs) and tiktoken (ranks).
+"""
+
+import base64
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import fastbpe_nb as fb
+from fastbpe_nb import reference as ref
+from fastbpe_nb.errors import ModelFormatError
+from fastbpe_nb.kernels.encode import SHORT_BYTES
+
+from fbtest import NOJIT
+
+EXAMPLES = 30 if NOJIT else 150
+GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+texts = st.lists(st.text(alphabet="abc ", max_size=40), min_size=1, max_size=6)
+
+
+def _merges_over_bytes(raw, alphabet=b"abc "):
+    """Explicit byte-level merges over ``alphabet``, ids defined before use."""
+    tokens = [bytes([b]) for b in range(256)]
+    known = {t: i for i, t in enumerate(tokens)}
+    usable = [known[bytes([b])] for b in alphabet]
+    pairs = []
+    for a, b in raw:
+        a, b = usable[a % len(usable)], usable[b % len(usable)]
+        pairs.append((a, b))
+        made = tokens[a] + tokens[b]
+        if made not in known:
+            known[made] = len(tokens)
+            tokens.append(made)
+            usable.append(known[made])
+    return pairs
+
+
+def _without_short_table(tok, text):
+    saved = tok._short
+    tok._short = np.zeros(0, dtype=np.int64)
+    try:
+        return tok.encode_ordinary(text)
+    finally:
+        tok._short = saved
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=24), docs=texts)
+def test_pairs_mode_any_merge_order(raw, docs):
+    merges = _merges_over_bytes(raw)
+    tok = fb.Tokenizer(merges=merges, pattern="gpt2")
+    model = ref.model_from_merges(merges, pattern="gpt2")
+    for doc in docs:
+        want = ref.encode(doc, model)
+        assert tok.encode(doc) == want
+        assert tok.encode_to_numpy(doc).tolist() == want
+        assert _without_short_table(tok, doc) == want
+    assert tok.encode_batch(docs, num_threads=2) == [ref.encode(d, model) for d in docs]
+
+
+def test_a_token_its_own_bytes_do_not_make():
+    a, b, c = 97, 98, 99
+    # "bc" outranks "ab", so the piece "abc" is a + bc, never the token abc = ab + c.
+    tok = fb.Tokenizer(merges=[(b, c), (a, b), (257, c)], pattern="gpt2")
+    assert tok.vocab[258] == b"abc"
+    table = tok._short_table()
+    assert table.size and (table[::2] >= 0).sum() == 3  # bc, ab and abc are all there
+    assert tok.encode("abc abc") == [a, 256, 32, a, 256]
+    assert tok.encode("ab") == [257]
+
+
+def _ranks_file(tmp_path, tokens):
+    lines = [base64.b64encode(bytes([i])).decode() + f" {i}" for i in range(256)]
+    lines += [base64.b64encode(t).decode() + f" {256 + k}" for k, t in enumerate(tokens)]
+    path = tmp_path / "hand.tiktoken"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(raw=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=1, max_size=20),
+       docs=texts)
+def test_ranks_mode_matches_tiktoken(tmp_path, raw, docs):
+    tiktoken = pytest.importorskip("tiktoken")
+    merges = _merges_over_bytes(raw)
+    tokens, seen = [], set()
+    vocab = [bytes([i]) for i in range(256)]
+    for x, y in merges:
+        t = vocab[x] + vocab[y]
+        if t not in seen and len(t) > 1:
+            seen.add(t)
+            tokens.append(t)
+        vocab.append(t)
+    path = _ranks_file(tmp_path, tokens)
+    try:
+        tok = fb.from_tiktoken(path, pattern="gpt2")
+    except ModelFormatError:
+        assume(False)  # a rank order tiktoken's own rule cannot reach
+    ranks = {bytes([i]): i for i in range(256)}
+    ranks.update({t: 256 + k for k, t in enumerate(tokens)})
+    enc = tiktoken.Encoding("hand", pat_str=GPT2, mergeable_ranks=ranks, special_tokens={})
+    for doc in docs:
+        want = enc.encode_ordinary(doc)
+        assert tok.encode_ordinary(doc) == want
+        assert _without_short_table(tok, doc) == want
+
+
+def test_short_table_holds_every_short_token_of_a_trained_model():
+    docs = ["the cat sat on the mat, naïve café 東京 2024 " * 3, "abc abd abe " * 5]
+    tok = fb.train(docs, vocab_size=330)
+    table = tok._short_table()
+    short = [t for t in tok.vocab[256:tok.n_regular] if 2 <= len(t) <= SHORT_BYTES]
+    assert int((table[::2] >= 0).sum()) == len(short)
+    whole_pieces = 0
+    for t in short:
+        text = t.decode("utf-8", "replace")
+        if text.encode() == t and fb.split(text, "gpt2") == [text]:  # a piece of its own
+            assert tok.encode(text) == [tok.vocab.index(t)]
+            whole_pieces += 1
+    assert whole_pieces > 10
+
+
+def test_char_mode_and_dropout_do_without_it():
+    tok = fb.train(["ab ab abc"] * 5, vocab_size=12, base="chars", end_of_word="</w>")
+    assert tok._short_table().size == 0
+    bt = fb.train(["ab ab abc"] * 5, vocab_size=260)
+    ids = bt.encode("ab abc", dropout=1.0, seed=1)  # every merge skipped: the bytes
+    assert ids == list(b"ab abc")
