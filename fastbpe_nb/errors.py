@@ -53,13 +53,17 @@ class DisallowedSpecialTokenError(FastBPEError, ValueError):
 class UnknownTokenError(FastBPEError, ValueError):
     """A token id given to the decoder is not in the vocabulary."""
 
-    def __init__(self, token_id, position: int, vocab_size: int):
+    def __init__(self, token_id, position: int, vocab_size: int, reason: str | None = None):
         self.token_id = token_id
         self.position = position
-        super().__init__(
-            f"token id {token_id!r} at position {position} is not in the vocabulary "
-            f"(valid ids are 0..{vocab_size - 1})"
-        )
+        if reason is None:
+            reason = f"is not in the vocabulary (valid ids are 0..{vocab_size - 1})"
+        super().__init__(f"token id {token_id!r} at position {position} {reason}")
+
+
+class TokenIdTypeError(UnknownTokenError, TypeError):
+    """An entry of the ids given to the decoder is not an integer (a bool, a float, a str,
+    a null): an UnknownTokenError that is also a TypeError."""
 
 
 class UnknownCharacterError(FastBPEError, ValueError):

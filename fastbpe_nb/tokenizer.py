@@ -22,9 +22,11 @@ from . import pretokenize
 from .errors import (
     DisallowedSpecialTokenError,
     ModelFormatError,
+    TokenIdTypeError,
     UnknownCharacterError,
     UnknownTokenError,
 )
+from .validation import check_dropout, check_num_threads, check_seed, checked_ids
 
 #: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
 LONG_PIECE = 48
@@ -33,6 +35,10 @@ CACHE_BITS = 12
 #: A single text longer than this (in UTF-8 bytes) is pre-tokenized and encoded this many
 #: bytes at a time (see Tokenizer._encode_huge).
 SEGMENT_BYTES = 2 << 20
+
+
+#: Decoding fewer ids than this joins their ``bytes`` in Python; more go through a kernel.
+DECODE_JOIN_MAX = 4096
 
 
 #: Unicode normalization forms a tokenizer may apply before encoding (None: identity).
@@ -66,8 +72,27 @@ def clean_text(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _check_special_tokens(special_tokens, first_id: int) -> dict[str, int]:
-    """Normalise ``special_tokens`` (strings, or a {token: id} mapping) to {token: id}."""
+#: At most this many ids between the regular tokens and the largest special id may be
+#: unused (real vocabularies leave a few: cl100k's specials are 100257..100260 and 100276,
+#: after 100256 ranks); a far larger id is a typo that would inflate every table.
+MAX_UNUSED_IDS = 1 << 16
+
+
+def _check_special_tokens(special_tokens, first_id: int, entry: str = "special_tokens",
+                          source=None) -> dict[str, int]:
+    """Normalise ``special_tokens`` (strings, or a {token: id} mapping) to {token: id}.
+
+    Strings are numbered from ``first_id`` (the number of regular tokens). Explicit ids may
+    be any unused ids from ``first_id`` on, gaps included (tiktoken's cl100k_base and
+    o200k_base have gaps): unique, not a regular token's id, below 2**31 (ids are int32),
+    and leaving at most ``MAX_UNUSED_IDS`` ids unused. Raises ValueError (ModelFormatError
+    naming ``source`` and ``entry`` when ``source`` is given, i.e. read from a file).
+    """
+    def fail(reason):
+        if source is not None:
+            raise ModelFormatError(reason, source, entry)
+        raise ValueError(reason)
+
     if isinstance(special_tokens, str):
         raise TypeError("special_tokens must be a sequence of strings or a {token: id} dict, not a str")
     if isinstance(special_tokens, dict):
@@ -78,21 +103,29 @@ def _check_special_tokens(special_tokens, first_id: int) -> dict[str, int]:
     ids = set()
     for token, tid in items:
         if not isinstance(token, str) or not token:
-            raise ValueError(f"special token {token!r}: must be a non-empty str")
+            fail(f"special token {token!r}: must be a non-empty str")
         if token in out:
-            raise ValueError(f"special token {token!r} is given twice")
-        if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)):
-            raise ValueError(f"special token {token!r}: id {tid!r} is not an integer")
+            fail(f"special token {token!r} is given twice")
+        if isinstance(tid, (bool, np.bool_)) or not isinstance(tid, (int, np.integer)):
+            fail(f"special token {token!r}: id {tid!r} is not an integer")
         tid = int(tid)
         if tid in ids:
-            raise ValueError(f"special token {token!r}: id {tid} is used twice")
+            fail(f"special token {token!r}: id {tid} is used twice")
+        if not first_id <= tid < 2**31:
+            where = (f"the id of a regular token (0..{first_id - 1})" if 0 <= tid < first_id
+                     else "negative" if tid < 0 else "not below 2**31 (ids are int32)")
+            fail(f"special token {token!r} has id {tid}, which is {where}; special token ids "
+                 f"must be >= {first_id}: right after the {first_id} regular tokens, or later "
+                 "(unused ids may be left between them)")
         ids.add(tid)
         out[token] = tid
-    if ids and ids != set(range(first_id, first_id + len(ids))):
-        raise ValueError(
-            f"special token ids must be {first_id}..{first_id + len(ids) - 1} (right after the "
-            f"{first_id} regular tokens), got {sorted(ids)[:5]}..."
-        )
+    if ids:
+        unused = max(ids) + 1 - first_id - len(ids)
+        if unused > MAX_UNUSED_IDS:
+            bad = max(out, key=out.get)
+            fail(f"special token {bad!r} has id {out[bad]}, which would leave {unused:,} ids "
+                 f"unused after the {first_id} regular tokens (at most {MAX_UNUSED_IDS:,} may "
+                 "be): a special token id must be close to the regular ones")
     return out
 
 
@@ -142,9 +175,9 @@ class StreamDecoder:
         self._pushed = 0
 
     def push(self, token_id: int) -> str:
-        if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)) or not (
-            0 <= token_id < self._n
-        ):
+        if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
+            raise TokenIdTypeError(token_id, self._pushed, self._n, "is not an integer id")
+        if not 0 <= token_id < self._n or self._table[int(token_id)] is None:
             raise UnknownTokenError(token_id, self._pushed, self._n)
         self._pushed += 1
         return self._decoder.decode(self._table[int(token_id)])
@@ -249,7 +282,8 @@ class Tokenizer:
         self.merge_ids.setflags(write=False)
         self.merge_counts = None if merge_counts is None else np.asarray(merge_counts, np.int64)
         self._token_bytes = token_bytes
-        self.special_tokens = _check_special_tokens(special_tokens, len(token_bytes))
+        self.special_tokens = _check_special_tokens(special_tokens, len(token_bytes),
+                                                    source=_source)
         self._rank_keys = None
         self._rank_vals = None
         self._sweep_ranks = None
@@ -259,8 +293,18 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ tables
     def _build_tables(self):
-        specials = sorted(self.special_tokens.items(), key=lambda kv: kv[1])
-        self._vocab = list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
+        n_regular = len(self._token_bytes)
+        size = max([n_regular] + [tid + 1 for tid in self.special_tokens.values()])
+        # Ids no token has (gaps between special ids) hold None: decoding one is an error.
+        self._vocab = list(self._token_bytes) + [None] * (size - n_regular)
+        for token, tid in self.special_tokens.items():
+            self._vocab[tid] = token.encode("utf-8")
+        n_unused = size - n_regular - len(self.special_tokens)
+        self._unused = None
+        if n_unused:
+            self._unused = np.zeros(size, dtype=bool)
+            self._unused[[i for i in range(n_regular, size) if self._vocab[i] is None]] = True
+        self._flat = None  # decode's flat token bytes (built on demand)
         self._decode_table = self._vocab
         if self.base == "chars" and self.end_of_word is not None:
             marker = self.end_of_word.encode("utf-8")
@@ -338,12 +382,14 @@ class Tokenizer:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_rank_keys"] = state["_rank_vals"] = state["_whole"] = None  # rebuilt on demand
-        state["_sweep_ranks"] = state["_id_objects"] = None
+        state["_sweep_ranks"] = state["_id_objects"] = state["_flat"] = None
         state["_matchers"] = {}
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        if "_unused" not in state:  # pickled by a version without unused ids
+            self._build_tables()
 
     def __eq__(self, other):
         if not isinstance(other, Tokenizer):
@@ -367,7 +413,8 @@ class Tokenizer:
     # --------------------------------------------------------------- properties
     @property
     def vocab(self) -> list[bytes]:
-        """Bytes of every id (index = id), special tokens included (as their UTF-8 text).
+        """Bytes of every id (index = id), special tokens included (as their UTF-8 text);
+        None for an unused id (see ``unused_ids``).
 
         Built once and shared (``tok.vocab[i]`` in a loop costs nothing): do not modify it.
         """
@@ -375,8 +422,14 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of ids: base symbols + distinct merged tokens + special tokens."""
-        return len(self._token_bytes) + len(self.special_tokens)
+        """Number of ids: base symbols + distinct merged tokens + special tokens, plus the
+        unused ids between special token ids when they have gaps (``max id + 1``)."""
+        return len(self._vocab)
+
+    @property
+    def unused_ids(self) -> list[int]:
+        """Ids below ``vocab_size`` that no token has (gaps between special token ids)."""
+        return [] if self._unused is None else np.flatnonzero(self._unused).tolist()
 
     @property
     def n_regular(self) -> int:
@@ -613,10 +666,8 @@ class Tokenizer:
         ``keep=True`` (the caller keeps the array) copies them out when they fill less
         than half of it, so a kept array never holds more than twice its own size.
         """
-        if not (isinstance(dropout, (int, float)) and 0.0 <= dropout <= 1.0):
-            raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
-            raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
+        dropout = check_dropout(dropout)
+        seed = check_seed(seed)
         huge = self._encode_huge(text, allowed, disallowed) if dropout == 0 else None
         if huge is not None:
             ids, capacity = huge
@@ -726,8 +777,8 @@ class Tokenizer:
         A list of str gives a list of lists of ids; a pyarrow string array (or chunked
         array) gives a ``pa.ListArray`` of int32 (nulls stay null).
         """
+        n_threads = check_num_threads(num_threads) or os.cpu_count() or 1
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        n_threads = num_threads or os.cpu_count() or 1
         if _is_arrow(texts):
             return self._encode_arrow(texts, allowed, disallowed, n_threads)
         texts = list(texts)
@@ -854,8 +905,8 @@ class Tokenizer:
 
         Cost and context budgeting: the ids are never turned into Python objects.
         """
+        n_threads = check_num_threads(num_threads) or os.cpu_count() or 1
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        n_threads = num_threads or os.cpu_count() or 1
         if isinstance(texts, str):
             _, offsets = self._run(self._layout([texts], allowed, disallowed))
             return int(offsets[-1])
@@ -872,36 +923,58 @@ class Tokenizer:
         return np.diff(offsets)
 
     # ---------------------------------------------------------------- decoding
-    def _check_ids(self, ids):
-        table = self._decode_table
-        n = len(table)
-        for pos, tid in enumerate(ids):
-            if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)) or not 0 <= tid < n:
-                raise UnknownTokenError(tid, pos, n)
+    def _check_ids(self, ids) -> np.ndarray:
+        """``ids`` as a validated int64 array (see ``validation.checked_ids``)."""
+        return checked_ids(ids, len(self._decode_table), self._unused)
 
-    def decode_bytes(self, ids) -> bytes:
-        """The bytes of the tokens, joined (char mode: end-of-word markers become spaces)."""
-        if isinstance(ids, np.ndarray):
-            ids = ids.tolist()
-        table = self._decode_table
-        try:
-            out = b"".join([table[i] for i in ids])
-        except (IndexError, TypeError):
-            self._check_ids(ids)
-            raise
-        if ids and min(ids) < 0:
-            self._check_ids(ids)
-        if self.base == "chars" and self.end_of_word is not None and out.endswith(b" ") and ids:
-            last = ids[-1]
+    def _flat_table(self):
+        """``(tok_off int64[vocab + 1], tok_data uint8[total])``: the decode table's bytes
+        end to end (unused ids are empty; they never pass ``_check_ids``)."""
+        if self._flat is None:
+            table = [b"" if t is None else t for t in self._decode_table]
+            tok_off = np.zeros(len(table) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, table), np.int64, len(table)), out=tok_off[1:])
+            tok_data = np.frombuffer(b"".join(table), dtype=np.uint8).copy()
+            self._flat = (tok_off, tok_data)
+        return self._flat
+
+    def _decoded(self, ids):
+        """The decoded bytes of ``ids``: ``bytes`` for a short input, else a uint8 array
+        (gathered by a kernel: no per-id Python object, so the extra memory is the output
+        plus 8 bytes per id)."""
+        arr = self._check_ids(ids)
+        if len(arr) < DECODE_JOIN_MAX:
+            table = self._decode_table
+            out = b"".join([table[i] for i in arr.tolist()])
+        else:
+            from .kernels.decode import gather_tokens
+            from .parallel import call_kernel
+
+            out = call_kernel(gather_tokens, arr, *self._flat_table())
+        if self.base == "chars" and self.end_of_word is not None and len(out) and out[-1] == 32:
+            last = int(arr[-1])
             if last < len(self._token_bytes) and self._token_bytes[last].endswith(
                 self.end_of_word.encode("utf-8")
             ):
                 out = out[:-1]
         return out
 
+    def decode_bytes(self, ids) -> bytes:
+        """The bytes of the tokens, joined (char mode: end-of-word markers become spaces).
+
+        ``ids``: any iterable of ints, a NumPy integer array, or a pyarrow integer array.
+        A bool, a float (even integral), a str or a null raises TokenIdTypeError, an id
+        outside the vocabulary (or an unused one) UnknownTokenError, naming its position.
+        """
+        out = self._decoded(ids)
+        return out if isinstance(out, bytes) else out.tobytes()
+
     def decode(self, ids, errors: str = "replace") -> str:
-        """Decode ids to text: bytes joined, *then* UTF-8 decoded (``errors`` as in bytes.decode)."""
-        return self.decode_bytes(ids).decode("utf-8", errors)
+        """Decode ids to text: bytes joined, *then* UTF-8 decoded (``errors`` as in bytes.decode).
+
+        ``ids`` as for ``decode_bytes``.
+        """
+        return codecs.utf_8_decode(self._decoded(ids), errors, True)[0]
 
     def stream_decoder(self, errors: str = "replace") -> StreamDecoder:
         """An incremental decoder whose ``push(id)`` returns only complete characters."""
@@ -909,7 +982,7 @@ class Tokenizer:
 
     def id_to_piece(self, token_id: int) -> bytes:
         self._check_ids([token_id])
-        return self.vocab[token_id]
+        return self.vocab[int(token_id)]
 
     # ------------------------------------------------------------------- files
     def save(self, path) -> None:

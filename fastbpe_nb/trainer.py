@@ -19,6 +19,7 @@ from . import pretokenize
 from .errors import TrainingError
 from .reference import TIE_RULES, hf_byte_ranks
 from .tokenizer import Tokenizer, clean_text
+from .validation import check_num_threads
 
 _UNLIMITED = 1 << 62
 #: Used when neither vocab_size nor num_merges is given.
@@ -213,8 +214,7 @@ class TrainOptions:
                             ("max_token_length", max_token_length), ("min_frequency", min_frequency)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        num_threads = check_num_threads(num_threads)
         if base == "bytes" and end_of_word is not None:
             raise ValueError("end_of_word is for base='chars' (byte mode needs no marker)")
         if pattern == "default":
@@ -402,7 +402,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     from .io.corpus import ReadStats, expand_paths, iter_batches
 
     pretokenize.compiled_pattern(pattern)
-    counter = WordCounter(pattern, special_tokens, num_threads)
+    counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads))
     stats = ReadStats()
     files = expand_paths(paths)
     bar = None

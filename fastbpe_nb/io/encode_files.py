@@ -131,6 +131,9 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     """
     if format not in ("parquet", "bin"):
         raise ValueError(f"format must be 'parquet' or 'bin', not {format!r}")
+    from ..validation import check_num_threads
+
+    check_num_threads(num_threads)  # before any output exists
     if special not in SPECIAL_POLICIES:
         raise ValueError(f"special must be one of {SPECIAL_POLICIES}, not {special!r}")
     allowed = "all" if special == "allow" else ()

@@ -22,8 +22,9 @@ def from_tiktoken(path, pattern, special_tokens=None):
     """Load a ``.tiktoken`` ranks file (``merge_mode="ranks"``, tiktoken's exact rule).
 
     ``pattern`` must be given (the file does not record it): ``"cl100k"``, ``"o200k"``,
-    ``"gpt2"``, a regex string or None. ``special_tokens``: ``{token: id}`` with ids right
-    after the last rank, or a list of strings numbered from there.
+    ``"gpt2"``, a regex string or None. ``special_tokens``: ``{token: id}`` with ids from
+    the number of ranks on (gaps allowed, as in cl100k_base), or a list of strings numbered
+    from there.
     """
     return load_tiktoken(path, pattern, special_tokens)
 

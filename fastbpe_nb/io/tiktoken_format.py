@@ -245,16 +245,20 @@ def tokenizer_from_ranks(tokens: list[bytes], pattern, special_tokens=None, sour
 
 
 def _check_specials(special_tokens, n_regular: int, source):
+    """``special_tokens`` validated against the ``n_regular`` ranks of the file (ValueError).
+
+    Explicit ids may leave gaps (cl100k_base's ``<|endofprompt|>`` is 100276, after
+    100257..100260): any unused ids from ``n_regular`` on, as the Tokenizer allows.
+    """
+    from ..tokenizer import _check_special_tokens
+
     if special_tokens is None:
         return {}
-    if isinstance(special_tokens, dict):
-        ids = sorted(special_tokens.values())
-        if ids != list(range(n_regular, n_regular + len(ids))):
-            raise ValueError(
-                f"special token ids must be {n_regular}..{n_regular + len(ids) - 1}, right after "
-                f"the {n_regular} ranks of {source or 'the file'} (fastbpe_nb numbers special tokens "
-                f"after the regular tokens), got {ids[:5]}{'...' if len(ids) > 5 else ''}")
-    return special_tokens
+    try:
+        return _check_special_tokens(special_tokens, n_regular)
+    except ValueError as exc:
+        raise ValueError(f"special_tokens for the {n_regular} ranks of {source or 'the file'}: "
+                         f"{exc}") from None
 
 
 def load_tiktoken(path, pattern, special_tokens=None):
@@ -269,8 +273,11 @@ def load_tiktoken(path, pattern, special_tokens=None):
         ``"gpt2"``, a regex string, or None). The file does not record it, so it must be
         given: a wrong pattern would silently give other ids than tiktoken.
     special_tokens : dict or sequence of str, optional
-        ``{token: id}`` with ids right after the last rank (ValueError otherwise), or
-        strings numbered from there.
+        ``{token: id}`` with ids from the number of ranks on, unique; unused ids may be left
+        between them (the real cl100k_base: ``{"<|endoftext|>": 100257, ...,
+        "<|endofprompt|>": 100276}``; ``vocab_size`` is then the largest id + 1 and the
+        unused ids decode to an UnknownTokenError). Or strings numbered from the number of
+        ranks on. ValueError otherwise.
 
     Raises ModelFormatError naming the path and ``line N`` for a malformed file.
     """
