@@ -66,6 +66,30 @@ class TokenIdTypeError(UnknownTokenError, TypeError):
     a null): an UnknownTokenError that is also a TypeError."""
 
 
+class InvalidUTF8Error(FastBPEError, ValueError):
+    """A document that must be read as text (to normalize it, or in char mode) is not valid
+    UTF-8. Names the row (or document), the byte offset in it and, when read from a file
+    (``encode_parquet``), the path.
+    """
+
+    def __init__(self, row: int, offset: int, detail: str, label: str = "row", path=None):
+        self.row = row
+        self.offset = offset
+        self.detail = detail
+        self.label = label
+        self.path = None if path is None else str(path)
+        prefix = f"{self.path}: " if self.path is not None else ""
+        super().__init__(f"{prefix}{label} {row}: invalid UTF-8 at byte {offset} ({detail}); "
+                         "this tokenizer needs text here (normalization or char mode): fix "
+                         "or drop the row (a byte-level tokenizer without normalization "
+                         "encodes such rows as their bytes)")
+
+
+class LossyExportError(FastBPEError, ValueError):
+    """The target format cannot hold part of the model (e.g. a ``.tiktoken`` file has no
+    place for a Unicode normalization): the exported tokenizer would give other ids."""
+
+
 class UnknownCharacterError(FastBPEError, ValueError):
     """Char mode: the text contains a character that has no id in the vocabulary."""
 

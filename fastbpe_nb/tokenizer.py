@@ -21,6 +21,7 @@ import numpy as np
 from . import pretokenize
 from .errors import (
     DisallowedSpecialTokenError,
+    InvalidUTF8Error,
     ModelFormatError,
     TokenIdTypeError,
     UnknownCharacterError,
@@ -129,6 +130,54 @@ def _check_special_tokens(special_tokens, first_id: int, entry: str = "special_t
     return out
 
 
+def merge_array(merges, source=None) -> np.ndarray:
+    """``merges`` as an int64 array of shape (n, 2), every id checked to be an integer.
+
+    Strict on purpose: a Python int or a NumPy integer only. A float (even ``97.0``), a
+    bool, a string of digits or a NumPy float array raises ModelFormatError naming
+    ``merges[i]`` (NumPy would silently truncate ``97.5`` to 97 and read ``"98"`` as 98).
+    Ids outside ``0 .. 2**31 - 1`` are named too (the exact "defined before use" check is
+    ``derive_vocab``'s).
+    """
+    if isinstance(merges, np.ndarray) and merges.dtype.kind in "iu":
+        arr = merges
+        if arr.size == 0:
+            arr = arr.reshape(-1, 2) if arr.ndim == 1 else arr
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ValueError(f"merges must have shape (n, 2), got {arr.shape}")
+        bad = (arr < 0) | (arr >= 2**31)
+        if bad.any():
+            k = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise ModelFormatError(f"merge {arr[k].tolist()} has an id outside 0..2**31-1",
+                                   source, f"merges[{k}]")
+        return arr.astype(np.int64)
+    if isinstance(merges, np.ndarray):
+        if merges.dtype.kind != "O":
+            if merges.size == 0:
+                return np.zeros((0, 2), dtype=np.int64)
+            raise ModelFormatError(f"merge ids must be integers, got a {merges.dtype} array",
+                                   source, "merges[0]")
+        merges = merges.tolist()
+    if isinstance(merges, (str, bytes)):
+        raise TypeError("merges must be a sequence of (left, right) id pairs, not a string")
+    rows = list(merges)
+    for k, m in enumerate(rows):
+        if isinstance(m, (str, bytes)) or not hasattr(m, "__len__") or len(m) != 2:
+            raise ModelFormatError(f"expected a (left, right) pair of integer ids, got {m!r:.60}",
+                                   source, f"merges[{k}]")
+        for x in m:
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+                raise ModelFormatError(
+                    f"merge {tuple(m)!r:.60}: id {x!r:.30} is a {type(x).__name__}, not an "
+                    "integer (a Python int or a NumPy integer)", source, f"merges[{k}]")
+            if not 0 <= x < 2**31:
+                raise ModelFormatError(f"merge {tuple(m)!r:.60}: id {x} is outside 0..2**31-1",
+                                       source, f"merges[{k}]")
+    if not rows:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.array(rows, dtype=np.int64).reshape(-1, 2)
+
+
 def derive_vocab(merges: np.ndarray, base_bytes: list[bytes], source=None):
     """Replay ``merges`` to derive the vocabulary, validating every id on the way.
 
@@ -233,9 +282,7 @@ class Tokenizer:
         self.normalization = normalization
         if merge_mode == "ranks" and base != "bytes":
             raise ValueError("merge_mode='ranks' (tiktoken's rule) needs base='bytes'")
-        merges = np.asarray(merges if len(merges) else np.zeros((0, 2)), dtype=np.int64)
-        if merges.ndim != 2 or merges.shape[1] != 2:
-            raise ValueError(f"merges must have shape (n, 2), got {merges.shape}")
+        merges = merge_array(merges, _source)
         if base == "bytes":
             if alphabet is not None:
                 raise ValueError("alphabet is only for base='chars'")
@@ -478,14 +525,17 @@ class Tokenizer:
                 setattr(err, label, base + index)
             raise err
 
-    def _layout(self, texts, allowed: frozenset, disallowed: frozenset, where=None):
+    def _layout(self, texts, allowed: frozenset, disallowed: frozenset, where=None,
+                errors: str = "strict"):
         """Pre-tokenize ``texts`` into the kernel's flat arrays (special tokens cut out first).
 
         Returns ``(data, piece_offsets, piece_special, doc_piece_offsets)``. Byte mode: the
         documents are cut at allowed special tokens into segments, every segment's UTF-8
         bytes go through one pre-tokenizer call as its own document, and each special
         segment then becomes a single piece carrying its id. ``where``: see
-        ``_check_disallowed``.
+        ``_check_disallowed``. ``errors="surrogateescape"`` (byte mode, no normalization):
+        the texts were decoded from bytes with it, and are encoded back to exactly those
+        bytes (invalid UTF-8 included, as ``encode_bytes`` takes it).
         """
         if self.base == "chars":
             return self._layout_chars(texts, allowed, disallowed, where)
@@ -500,7 +550,7 @@ class Tokenizer:
             if self.normalization is not None:
                 text = normalize(clean_text(text), self.normalization)
             try:
-                raw = text.encode("utf-8")
+                raw = text.encode("utf-8", errors)
             except UnicodeEncodeError:
                 text = clean_text(text)
                 raw = text.encode("utf-8")
@@ -509,7 +559,7 @@ class Tokenizer:
             if allowed_m is not None and allowed_m.maybe_in(text):
                 segments = pretokenize.split_special(text, allowed_m)
                 for segment, is_special in segments:
-                    encoded.append(segment.encode("utf-8"))
+                    encoded.append(segment.encode("utf-8", errors))
                     seg_special.append(self.special_tokens[segment] if is_special else -1)
                 doc_segments.append(doc_segments[-1] + len(segments))
             elif raw:
@@ -835,14 +885,17 @@ class Tokenizer:
 
         (array,) = list(string_chunks(array))
         data, doc_offsets, valid = text_buffers(array)
-        if self.base == "bytes" and self.normalization is None:
+        raw = self.base == "bytes" and self.normalization is None
+        if raw:
             candidates = self._special_candidate_rows(array, allowed | disallowed)
             fast = True
             if candidates.size:
                 allowed_m = self._matcher(allowed) if allowed else None
                 disallowed_m = self._matcher(disallowed) if disallowed else None
                 for row in candidates.tolist():
-                    text = array[row].as_py()
+                    # The row's own bytes (Arrow does not guarantee UTF-8): surrogateescape
+                    # keeps invalid bytes as lone surrogates, which no special token holds.
+                    text = _row_bytes(data, doc_offsets, row).decode("utf-8", "surrogateescape")
                     if disallowed_m is not None:
                         self._check_disallowed(text, disallowed_m, row, ("row", row_base))
                     if allowed_m is not None and allowed_m.first(text) is not None:
@@ -850,9 +903,10 @@ class Tokenizer:
             if fast:
                 ids, offsets = self._encode_rows(data, doc_offsets, n_threads, dropout, seed)
                 return ids, offsets, valid
-        texts = [t if t is not None else "" for t in array.to_pylist()]
-        ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base)), n_threads,
-                                 dropout=dropout, seed=seed)
+        texts = _arrow_texts(array, data, doc_offsets, row_base, raw)
+        ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base),
+                                              errors="surrogateescape" if raw else "strict"),
+                                 n_threads, dropout=dropout, seed=seed)
         return ids, offsets, valid
 
     def _encode_rows(self, data, doc_offsets, n_threads, dropout=0.0, seed=0):
@@ -991,17 +1045,51 @@ class Tokenizer:
 
         save_model(self, path)
 
-    def to_tiktoken(self, path) -> None:
-        """Write the regular tokens as a tiktoken ``.tiktoken`` ranks file (rank = id)."""
+    def to_tiktoken(self, path, allow_lossy: bool = False) -> None:
+        """Write the regular tokens as a tiktoken ``.tiktoken`` ranks file (rank = id).
+
+        A normalizing tokenizer raises LossyExportError (the format cannot hold the
+        normalization) unless ``allow_lossy=True``, which warns instead.
+        """
         from .io.interop import to_tiktoken
 
-        to_tiktoken(self, path)
+        to_tiktoken(self, path, allow_lossy)
 
     def to_huggingface(self, path) -> None:
         """Write a Hugging Face ``tokenizer.json`` (byte mode, merge_mode="pairs")."""
         from .io.interop import to_huggingface
 
         to_huggingface(self, path)
+
+
+def _row_bytes(data: np.ndarray, doc_offsets: np.ndarray, row: int) -> bytes:
+    return data[doc_offsets[row]:doc_offsets[row + 1]].tobytes()
+
+
+def _arrow_texts(array, data, doc_offsets, row_base: int, raw: bool) -> list[str]:
+    """The rows of a string array as str (nulls as ""), for the per-row encoding path.
+
+    Arrow does not guarantee that a string array holds UTF-8 (``from_buffers``, some
+    Parquet writers). ``raw`` (byte mode, no normalization): rows are decoded with
+    ``surrogateescape``, so that ``_layout(errors="surrogateescape")`` encodes exactly
+    their bytes, as ``encode_bytes`` would. Otherwise the text itself is needed (to
+    normalize it, or char mode's symbols): a row that is not UTF-8 raises InvalidUTF8Error
+    naming ``row_base + row`` and the byte offset, never a bare UnicodeDecodeError.
+    """
+    n = len(doc_offsets) - 1
+    if raw:
+        return [_row_bytes(data, doc_offsets, r).decode("utf-8", "surrogateescape")
+                for r in range(n)]
+    try:
+        return [t if t is not None else "" for t in array.to_pylist()]
+    except UnicodeDecodeError:
+        pass
+    for r in range(n):  # find the first bad row (nulls are empty in ``data``)
+        try:
+            _row_bytes(data, doc_offsets, r).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidUTF8Error(row_base + r, exc.start, exc.reason) from None
+    raise AssertionError("to_pylist failed to decode, but every row is UTF-8")
 
 
 def _is_arrow(obj) -> bool:

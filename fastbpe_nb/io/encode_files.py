@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from ..errors import CorpusReadError, DisallowedSpecialTokenError, FastBPEError
+from ..errors import CorpusReadError, DisallowedSpecialTokenError, FastBPEError, InvalidUTF8Error
 from .arrow_text import parquet_batch_rows
 from .atomic import atomic_write
 from .corpus import expand_paths, file_kind
@@ -235,6 +235,8 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                 exc.args = (f"{path}: {exc.args[0]} (use special='allow' or 'text')",)
                 exc.path = path
                 raise
+            except InvalidUTF8Error as exc:  # a normalizing model needs text: name the file
+                raise InvalidUTF8Error(exc.row, exc.offset, exc.detail, exc.label, path) from None
             rep["rows"] += len(valid)
             rep["null_rows"] += int((~valid).sum())
             rep["tokens"] += int(offsets[-1])

@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from ..errors import ModelFormatError
+from ..errors import LossyExportError, ModelFormatError
 from .atomic import atomic_write
 
 _RANK = re.compile(rb"-?[0-9]+")
@@ -39,17 +39,40 @@ def tiktoken_bytes(tok) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def save_tiktoken(tok, path) -> None:
+def save_tiktoken(tok, path, allow_lossy: bool = False) -> None:
     """Write ``tok``'s regular tokens as a ``.tiktoken`` ranks file (atomically).
 
     Special tokens and the pattern are not part of the format: pass them to
     ``tiktoken.Encoding`` (or to :func:`load_tiktoken`) yourself. tiktoken encodes with the
     rank-keyed rule; it agrees with a ``merge_mode="pairs"`` tokenizer on every vocabulary
     trained by BPE (see ``Tokenizer``'s ``merge_mode``).
+
+    Nor can the format hold a Unicode normalization, and nothing would apply it: tiktoken
+    would encode un-normalized text (NFD input, "ﬁ") to other ids than ``tok``. A tokenizer
+    with ``normalization=`` is therefore refused (LossyExportError naming the form) unless
+    ``allow_lossy=True``, which writes the file with a warning: the caller then normalizes
+    the text before tiktoken sees it.
     """
+    check_lossless(tok, allow_lossy)
     data = tiktoken_bytes(tok)
     with atomic_write(path) as f:
         f.write(data)
+
+
+def check_lossless(tok, allow_lossy: bool) -> None:
+    """Refuse (or, with ``allow_lossy``, warn about) what a ranks file cannot hold."""
+    if tok.normalization is None:
+        return
+    what = (f"this tokenizer applies {tok.normalization} normalization before encoding, and a "
+            ".tiktoken file cannot record it: tiktoken would encode text that is not in "
+            f"{tok.normalization} form (e.g. decomposed accents) to other ids")
+    if not allow_lossy:
+        raise LossyExportError(what + "; pass allow_lossy=True to write it anyway and "
+                               f"normalize the text to {tok.normalization} yourself")
+    import warnings
+
+    warnings.warn(what + f" (written because allow_lossy=True: normalize the text to "
+                  f"{tok.normalization} before tiktoken encodes it)", UserWarning, stacklevel=3)
 
 
 def parse_ranks(data: bytes, source=None) -> tuple[list[bytes], list[int]]:
