@@ -163,8 +163,8 @@ def merge_array(merges, source=None) -> np.ndarray:
     rows = list(merges)
     for k, m in enumerate(rows):
         if isinstance(m, (str, bytes)) or not hasattr(m, "__len__") or len(m) != 2:
-            raise ModelFormatError(f"expected a (left, right) pair of integer ids, got {m!r:.60}",
-                                   source, f"merges[{k}]")
+            raise ModelFormatError(f"merges must have shape (n, 2): expected a (left, right) "
+                                   f"pair of integer ids, got {m!r:.60}", source, f"merges[{k}]")
         for x in m:
             if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
                 raise ModelFormatError(
