@@ -9,6 +9,13 @@ Text policy: ``encode(str)`` encodes the text's UTF-8 bytes. A ``str`` holding l
 surrogates (which have no UTF-8 form) has each of them replaced by U+FFFD first, as tiktoken
 does; to tokenize arbitrary bytes, invalid UTF-8 included, use ``encode_bytes``, whose
 output always decodes back to the same bytes with ``decode_bytes``.
+
+Arrow string arrays (``encode_batch``, ``count_tokens``, ``encode_parquet``) are read as
+bytes, and Arrow does not guarantee they hold UTF-8: a byte-level tokenizer without
+normalization encodes each row exactly as ``encode_bytes`` encodes it (special tokens are
+found in the bytes), so invalid bytes are kept, not replaced. A tokenizer that needs the
+text (normalization, char mode) raises InvalidUTF8Error naming the row and byte offset
+(and the file, from ``encode_parquet``) rather than guess.
 """
 
 from __future__ import annotations
@@ -996,21 +1003,40 @@ class Tokenizer:
         """The decoded bytes of ``ids``: ``bytes`` for a short input, else a uint8 array
         (gathered by a kernel: no per-id Python object, so the extra memory is the output
         plus 8 bytes per id)."""
-        arr = self._check_ids(ids)
-        if len(arr) < DECODE_JOIN_MAX:
-            table = self._decode_table
-            out = b"".join([table[i] for i in arr.tolist()])
+        if isinstance(ids, list) and len(ids) < DECODE_JOIN_MAX:
+            out = self._join_list(ids)
         else:
-            from .kernels.decode import gather_tokens
-            from .parallel import call_kernel
+            ids = self._check_ids(ids)
+            if len(ids) < DECODE_JOIN_MAX:
+                out = self._join_list(ids.tolist())
+            else:
+                from .kernels.decode import gather_tokens
+                from .parallel import call_kernel
 
-            out = call_kernel(gather_tokens, arr, *self._flat_table())
+                out = call_kernel(gather_tokens, ids, *self._flat_table())
         if self.base == "chars" and self.end_of_word is not None and len(out) and out[-1] == 32:
-            last = int(arr[-1])
+            last = int(ids[-1])
             if last < len(self._token_bytes) and self._token_bytes[last].endswith(
                 self.end_of_word.encode("utf-8")
             ):
                 out = out[:-1]
+        return out
+
+    def _join_list(self, ids: list) -> bytes:
+        """The bytes of a short list of ids: joined directly, validated by exception.
+
+        A float, str or None entry fails the lookup (TypeError), as does an unused id (its
+        entry is None); a negative id would index from the end, and a bool is an int to
+        Python, so both are looked for after the join: plain ints cost two C-level scans.
+        """
+        table = self._decode_table
+        try:
+            out = b"".join([table[i] for i in ids])
+        except (IndexError, TypeError):
+            self._check_ids(ids)  # raises, naming the position
+            raise
+        if ids and (set(map(type, ids)) != {int} or min(ids) < 0):
+            self._check_ids(ids)
         return out
 
     def decode_bytes(self, ids) -> bytes:
