@@ -352,7 +352,31 @@ def cmd_stats(args) -> int:
     return 0
 
 
+def _argument_type(check, convert):
+    """An argparse ``type=``: ``convert`` the text, then ``check`` it (validation.check_*),
+    so a bad value is a usage error naming the option, not a failure deep in a kernel."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {convert.__name__}: {text!r}") from None
+        try:
+            return check(value)
+        except ValueError as exc:  # "<name> must be ...": the option is named by argparse
+            raise argparse.ArgumentTypeError(str(exc).split(" ", 1)[1]) from None
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def _threads_type():
+    from .validation import check_num_threads
+
+    return _argument_type(check_num_threads, int)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .validation import check_dropout, check_seed
+
     p = argparse.ArgumentParser(prog="fastbpe", description="Byte-pair-encoding tokenizers on Numba kernels.")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -376,7 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--on-bad-input", default="error", choices=["error", "skip"],
                          help="an unreadable file: stop with an error, or skip it and report it")
         cmd.add_argument("--max-memory", help="stop with a clear error above this RSS (e.g. 2G)")
-        cmd.add_argument("--threads", type=int, help="threads for counting (default: all cores)")
+        cmd.add_argument("--threads", type=_threads_type(),
+                         help="threads for counting (default: all cores)")
         cmd.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no report")
 
     t = sub.add_parser("train", help="train a tokenizer on corpus files (text, Parquet, Arrow)")
@@ -416,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a special token in the text: error (default), its id, or plain text")
     e.add_argument("--resume", action="store_true", help="skip inputs whose output is complete")
     e.add_argument("--count-only", action="store_true", help="count tokens, write nothing")
-    e.add_argument("--threads", type=int)
+    e.add_argument("--threads", type=_threads_type(), help="threads (default: all cores)")
     e.add_argument("-q", "--quiet", action="store_true")
     e.set_defaults(func=cmd_encode)
 
@@ -442,9 +467,10 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--words-file", help="the same for the words of a file, one per line")
     i.add_argument("--space", action="store_true",
                    help="with --words: encode each word with a leading space, as inside a sentence")
-    i.add_argument("--dropout", type=float, default=0.0,
+    i.add_argument("--dropout", type=_argument_type(check_dropout, float), default=0.0,
                    help="BPE-dropout probability for the pieces of TEXTS (0 = ordinary encoding)")
-    i.add_argument("--seed", type=int, default=0, help="seed for --dropout")
+    i.add_argument("--seed", type=_argument_type(check_seed, int), default=0,
+                   help="seed for --dropout")
     i.set_defaults(func=cmd_inspect)
 
     s = sub.add_parser(

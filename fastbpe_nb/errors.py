@@ -53,13 +53,41 @@ class DisallowedSpecialTokenError(FastBPEError, ValueError):
 class UnknownTokenError(FastBPEError, ValueError):
     """A token id given to the decoder is not in the vocabulary."""
 
-    def __init__(self, token_id, position: int, vocab_size: int):
+    def __init__(self, token_id, position: int, vocab_size: int, reason: str | None = None):
         self.token_id = token_id
         self.position = position
-        super().__init__(
-            f"token id {token_id!r} at position {position} is not in the vocabulary "
-            f"(valid ids are 0..{vocab_size - 1})"
-        )
+        if reason is None:
+            reason = f"is not in the vocabulary (valid ids are 0..{vocab_size - 1})"
+        super().__init__(f"token id {token_id!r} at position {position} {reason}")
+
+
+class TokenIdTypeError(UnknownTokenError, TypeError):
+    """An entry of the ids given to the decoder is not an integer (a bool, a float, a str,
+    a null): an UnknownTokenError that is also a TypeError."""
+
+
+class InvalidUTF8Error(FastBPEError, ValueError):
+    """A document that must be read as text (to normalize it, or in char mode) is not valid
+    UTF-8. Names the row (or document), the byte offset in it and, when read from a file
+    (``encode_parquet``), the path.
+    """
+
+    def __init__(self, row: int, offset: int, detail: str, label: str = "row", path=None):
+        self.row = row
+        self.offset = offset
+        self.detail = detail
+        self.label = label
+        self.path = None if path is None else str(path)
+        prefix = f"{self.path}: " if self.path is not None else ""
+        super().__init__(f"{prefix}{label} {row}: invalid UTF-8 at byte {offset} ({detail}); "
+                         "this tokenizer needs text here (normalization or char mode): fix "
+                         "or drop the row (a byte-level tokenizer without normalization "
+                         "encodes such rows as their bytes)")
+
+
+class LossyExportError(FastBPEError, ValueError):
+    """The target format cannot hold part of the model (e.g. a ``.tiktoken`` file has no
+    place for a Unicode normalization): the exported tokenizer would give other ids."""
 
 
 class UnknownCharacterError(FastBPEError, ValueError):

@@ -35,7 +35,8 @@ import re
 
 import numpy as np
 
-from .errors import ModelFormatError, TrainingError, UnknownTokenError
+from .errors import ModelFormatError, TrainingError
+from .validation import check_num_threads, checked_ids
 from .io import sentencepiece_model as spm_io
 from .io.sentencepiece_model import (
     BYTE,
@@ -424,6 +425,7 @@ class SentencePieceBPE:
 
         A pyarrow string array is accepted too (its nulls encode as empty documents).
         """
+        check_num_threads(num_threads)
         if isinstance(texts, str):
             raise TypeError("encode_batch expects a list of str, not one str")
         module = type(texts).__module__ or ""
@@ -582,7 +584,12 @@ class SentencePieceBPE:
     # ------------------------------------------------------------------ decoding
 
     def decode(self, ids) -> str:
-        """Text of ``ids``, identical to ``SentencePieceProcessor.decode(ids)``."""
+        """Text of ``ids``, identical to ``SentencePieceProcessor.decode(ids)``.
+
+        ``ids``: any iterable of ints, a NumPy integer array or a pyarrow integer array; a
+        non-integer entry raises TokenIdTypeError, an unknown id UnknownTokenError, naming
+        its position.
+        """
         n = len(self.pieces)
         pieces, types = self.pieces, self.types
         unk_surface = DEFAULT_UNK_SURFACE if self.unk_surface is None else self.unk_surface
@@ -592,10 +599,9 @@ class SentencePieceBPE:
         byte_run = bytearray()
         is_bos_ws = True
         bos_ws_seen = False
-        for pos, i in enumerate(ids):
-            if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < n:
-                raise UnknownTokenError(i, pos, n)
-            i = int(i)
+        # Any iterable of ints, NumPy or pyarrow integers; bools, floats, strs, nulls and
+        # ids outside 0..n-1 raise naming their position.
+        for i in checked_ids(ids, n).tolist():
             t = types[i]
             if t == BYTE:
                 byte_run.append(_BYTE_PIECES[pieces[i]])

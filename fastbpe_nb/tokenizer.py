@@ -9,6 +9,13 @@ Text policy: ``encode(str)`` encodes the text's UTF-8 bytes. A ``str`` holding l
 surrogates (which have no UTF-8 form) has each of them replaced by U+FFFD first, as tiktoken
 does; to tokenize arbitrary bytes, invalid UTF-8 included, use ``encode_bytes``, whose
 output always decodes back to the same bytes with ``decode_bytes``.
+
+Arrow string arrays (``encode_batch``, ``count_tokens``, ``encode_parquet``) are read as
+bytes, and Arrow does not guarantee they hold UTF-8: a byte-level tokenizer without
+normalization encodes each row exactly as ``encode_bytes`` encodes it (special tokens are
+found in the bytes), so invalid bytes are kept, not replaced. A tokenizer that needs the
+text (normalization, char mode) raises InvalidUTF8Error naming the row and byte offset
+(and the file, from ``encode_parquet``) rather than guess.
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ import numpy as np
 from . import pretokenize
 from .errors import (
     DisallowedSpecialTokenError,
+    InvalidUTF8Error,
     ModelFormatError,
+    TokenIdTypeError,
     UnknownCharacterError,
     UnknownTokenError,
 )
+from .validation import check_dropout, check_num_threads, check_seed, checked_ids
 
 #: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
 LONG_PIECE = 48
@@ -33,6 +43,10 @@ CACHE_BITS = 12
 #: A single text longer than this (in UTF-8 bytes) is pre-tokenized and encoded this many
 #: bytes at a time (see Tokenizer._encode_huge).
 SEGMENT_BYTES = 2 << 20
+
+
+#: Decoding fewer ids than this joins their ``bytes`` in Python; more go through a kernel.
+DECODE_JOIN_MAX = 4096
 
 
 #: Unicode normalization forms a tokenizer may apply before encoding (None: identity).
@@ -66,8 +80,27 @@ def clean_text(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _check_special_tokens(special_tokens, first_id: int) -> dict[str, int]:
-    """Normalise ``special_tokens`` (strings, or a {token: id} mapping) to {token: id}."""
+#: At most this many ids between the regular tokens and the largest special id may be
+#: unused (real vocabularies leave a few: cl100k's specials are 100257..100260 and 100276,
+#: after 100256 ranks); a far larger id is a typo that would inflate every table.
+MAX_UNUSED_IDS = 1 << 16
+
+
+def _check_special_tokens(special_tokens, first_id: int, entry: str = "special_tokens",
+                          source=None) -> dict[str, int]:
+    """Normalise ``special_tokens`` (strings, or a {token: id} mapping) to {token: id}.
+
+    Strings are numbered from ``first_id`` (the number of regular tokens). Explicit ids may
+    be any unused ids from ``first_id`` on, gaps included (tiktoken's cl100k_base and
+    o200k_base have gaps): unique, not a regular token's id, below 2**31 (ids are int32),
+    and leaving at most ``MAX_UNUSED_IDS`` ids unused. Raises ValueError (ModelFormatError
+    naming ``source`` and ``entry`` when ``source`` is given, i.e. read from a file).
+    """
+    def fail(reason):
+        if source is not None:
+            raise ModelFormatError(reason, source, entry)
+        raise ValueError(reason)
+
     if isinstance(special_tokens, str):
         raise TypeError("special_tokens must be a sequence of strings or a {token: id} dict, not a str")
     if isinstance(special_tokens, dict):
@@ -78,22 +111,78 @@ def _check_special_tokens(special_tokens, first_id: int) -> dict[str, int]:
     ids = set()
     for token, tid in items:
         if not isinstance(token, str) or not token:
-            raise ValueError(f"special token {token!r}: must be a non-empty str")
+            fail(f"special token {token!r}: must be a non-empty str")
         if token in out:
-            raise ValueError(f"special token {token!r} is given twice")
-        if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)):
-            raise ValueError(f"special token {token!r}: id {tid!r} is not an integer")
+            fail(f"special token {token!r} is given twice")
+        if isinstance(tid, (bool, np.bool_)) or not isinstance(tid, (int, np.integer)):
+            fail(f"special token {token!r}: id {tid!r} is not an integer")
         tid = int(tid)
         if tid in ids:
-            raise ValueError(f"special token {token!r}: id {tid} is used twice")
+            fail(f"special token {token!r}: id {tid} is used twice")
+        if not first_id <= tid < 2**31:
+            where = (f"the id of a regular token (0..{first_id - 1})" if 0 <= tid < first_id
+                     else "negative" if tid < 0 else "not below 2**31 (ids are int32)")
+            fail(f"special token {token!r} has id {tid}, which is {where}; special token ids "
+                 f"must be >= {first_id}: right after the {first_id} regular tokens, or later "
+                 "(unused ids may be left between them)")
         ids.add(tid)
         out[token] = tid
-    if ids and ids != set(range(first_id, first_id + len(ids))):
-        raise ValueError(
-            f"special token ids must be {first_id}..{first_id + len(ids) - 1} (right after the "
-            f"{first_id} regular tokens), got {sorted(ids)[:5]}..."
-        )
+    if ids:
+        unused = max(ids) + 1 - first_id - len(ids)
+        if unused > MAX_UNUSED_IDS:
+            bad = max(out, key=out.get)
+            fail(f"special token {bad!r} has id {out[bad]}, which would leave {unused:,} ids "
+                 f"unused after the {first_id} regular tokens (at most {MAX_UNUSED_IDS:,} may "
+                 "be): a special token id must be close to the regular ones")
     return out
+
+
+def merge_array(merges, source=None) -> np.ndarray:
+    """``merges`` as an int64 array of shape (n, 2), every id checked to be an integer.
+
+    Strict on purpose: a Python int or a NumPy integer only. A float (even ``97.0``), a
+    bool, a string of digits or a NumPy float array raises ModelFormatError naming
+    ``merges[i]`` (NumPy would silently truncate ``97.5`` to 97 and read ``"98"`` as 98).
+    Ids outside ``0 .. 2**31 - 1`` are named too (the exact "defined before use" check is
+    ``derive_vocab``'s).
+    """
+    if isinstance(merges, np.ndarray) and merges.dtype.kind in "iu":
+        arr = merges
+        if arr.size == 0:
+            arr = arr.reshape(-1, 2) if arr.ndim == 1 else arr
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ValueError(f"merges must have shape (n, 2), got {arr.shape}")
+        bad = (arr < 0) | (arr >= 2**31)
+        if bad.any():
+            k = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise ModelFormatError(f"merge {arr[k].tolist()} has an id outside 0..2**31-1",
+                                   source, f"merges[{k}]")
+        return arr.astype(np.int64)
+    if isinstance(merges, np.ndarray):
+        if merges.dtype.kind != "O":
+            if merges.size == 0:
+                return np.zeros((0, 2), dtype=np.int64)
+            raise ModelFormatError(f"merge ids must be integers, got a {merges.dtype} array",
+                                   source, "merges[0]")
+        merges = merges.tolist()
+    if isinstance(merges, (str, bytes)):
+        raise TypeError("merges must be a sequence of (left, right) id pairs, not a string")
+    rows = list(merges)
+    for k, m in enumerate(rows):
+        if isinstance(m, (str, bytes)) or not hasattr(m, "__len__") or len(m) != 2:
+            raise ModelFormatError(f"merges must have shape (n, 2): expected a (left, right) "
+                                   f"pair of integer ids, got {m!r:.60}", source, f"merges[{k}]")
+        for x in m:
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+                raise ModelFormatError(
+                    f"merge {tuple(m)!r:.60}: id {x!r:.30} is a {type(x).__name__}, not an "
+                    "integer (a Python int or a NumPy integer)", source, f"merges[{k}]")
+            if not 0 <= x < 2**31:
+                raise ModelFormatError(f"merge {tuple(m)!r:.60}: id {x} is outside 0..2**31-1",
+                                       source, f"merges[{k}]")
+    if not rows:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.array(rows, dtype=np.int64).reshape(-1, 2)
 
 
 def derive_vocab(merges: np.ndarray, base_bytes: list[bytes], source=None):
@@ -142,9 +231,9 @@ class StreamDecoder:
         self._pushed = 0
 
     def push(self, token_id: int) -> str:
-        if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)) or not (
-            0 <= token_id < self._n
-        ):
+        if isinstance(token_id, (bool, np.bool_)) or not isinstance(token_id, (int, np.integer)):
+            raise TokenIdTypeError(token_id, self._pushed, self._n, "is not an integer id")
+        if not 0 <= token_id < self._n or self._table[int(token_id)] is None:
             raise UnknownTokenError(token_id, self._pushed, self._n)
         self._pushed += 1
         return self._decoder.decode(self._table[int(token_id)])
@@ -200,9 +289,7 @@ class Tokenizer:
         self.normalization = normalization
         if merge_mode == "ranks" and base != "bytes":
             raise ValueError("merge_mode='ranks' (tiktoken's rule) needs base='bytes'")
-        merges = np.asarray(merges if len(merges) else np.zeros((0, 2)), dtype=np.int64)
-        if merges.ndim != 2 or merges.shape[1] != 2:
-            raise ValueError(f"merges must have shape (n, 2), got {merges.shape}")
+        merges = merge_array(merges, _source)
         if base == "bytes":
             if alphabet is not None:
                 raise ValueError("alphabet is only for base='chars'")
@@ -249,7 +336,8 @@ class Tokenizer:
         self.merge_ids.setflags(write=False)
         self.merge_counts = None if merge_counts is None else np.asarray(merge_counts, np.int64)
         self._token_bytes = token_bytes
-        self.special_tokens = _check_special_tokens(special_tokens, len(token_bytes))
+        self.special_tokens = _check_special_tokens(special_tokens, len(token_bytes),
+                                                    source=_source)
         self._rank_keys = None
         self._rank_vals = None
         self._sweep_ranks = None
@@ -260,8 +348,18 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ tables
     def _build_tables(self):
-        specials = sorted(self.special_tokens.items(), key=lambda kv: kv[1])
-        self._vocab = list(self._token_bytes) + [t.encode("utf-8") for t, _ in specials]
+        n_regular = len(self._token_bytes)
+        size = max([n_regular] + [tid + 1 for tid in self.special_tokens.values()])
+        # Ids no token has (gaps between special ids) hold None: decoding one is an error.
+        self._vocab = list(self._token_bytes) + [None] * (size - n_regular)
+        for token, tid in self.special_tokens.items():
+            self._vocab[tid] = token.encode("utf-8")
+        n_unused = size - n_regular - len(self.special_tokens)
+        self._unused = None
+        if n_unused:
+            self._unused = np.zeros(size, dtype=bool)
+            self._unused[[i for i in range(n_regular, size) if self._vocab[i] is None]] = True
+        self._flat = None  # decode's flat token bytes (built on demand)
         self._decode_table = self._vocab
         if self.base == "chars" and self.end_of_word is not None:
             marker = self.end_of_word.encode("utf-8")
@@ -340,12 +438,14 @@ class Tokenizer:
         state = dict(self.__dict__)
         state["_rank_keys"] = state["_rank_vals"] = state["_whole"] = None  # rebuilt on demand
         state["_short"] = None
-        state["_sweep_ranks"] = state["_id_objects"] = None
+        state["_sweep_ranks"] = state["_id_objects"] = state["_flat"] = None
         state["_matchers"] = {}
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        if "_unused" not in state:  # pickled by a version without unused ids
+            self._build_tables()
 
     def __eq__(self, other):
         if not isinstance(other, Tokenizer):
@@ -369,7 +469,8 @@ class Tokenizer:
     # --------------------------------------------------------------- properties
     @property
     def vocab(self) -> list[bytes]:
-        """Bytes of every id (index = id), special tokens included (as their UTF-8 text).
+        """Bytes of every id (index = id), special tokens included (as their UTF-8 text);
+        None for an unused id (see ``unused_ids``).
 
         Built once and shared (``tok.vocab[i]`` in a loop costs nothing): do not modify it.
         """
@@ -377,8 +478,14 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of ids: base symbols + distinct merged tokens + special tokens."""
-        return len(self._token_bytes) + len(self.special_tokens)
+        """Number of ids: base symbols + distinct merged tokens + special tokens, plus the
+        unused ids between special token ids when they have gaps (``max id + 1``)."""
+        return len(self._vocab)
+
+    @property
+    def unused_ids(self) -> list[int]:
+        """Ids below ``vocab_size`` that no token has (gaps between special token ids)."""
+        return [] if self._unused is None else np.flatnonzero(self._unused).tolist()
 
     @property
     def n_regular(self) -> int:
@@ -427,14 +534,17 @@ class Tokenizer:
                 setattr(err, label, base + index)
             raise err
 
-    def _layout(self, texts, allowed: frozenset, disallowed: frozenset, where=None):
+    def _layout(self, texts, allowed: frozenset, disallowed: frozenset, where=None,
+                errors: str = "strict"):
         """Pre-tokenize ``texts`` into the kernel's flat arrays (special tokens cut out first).
 
         Returns ``(data, piece_offsets, piece_special, doc_piece_offsets)``. Byte mode: the
         documents are cut at allowed special tokens into segments, every segment's UTF-8
         bytes go through one pre-tokenizer call as its own document, and each special
         segment then becomes a single piece carrying its id. ``where``: see
-        ``_check_disallowed``.
+        ``_check_disallowed``. ``errors="surrogateescape"`` (byte mode, no normalization):
+        the texts were decoded from bytes with it, and are encoded back to exactly those
+        bytes (invalid UTF-8 included, as ``encode_bytes`` takes it).
         """
         if self.base == "chars":
             return self._layout_chars(texts, allowed, disallowed, where)
@@ -449,7 +559,7 @@ class Tokenizer:
             if self.normalization is not None:
                 text = normalize(clean_text(text), self.normalization)
             try:
-                raw = text.encode("utf-8")
+                raw = text.encode("utf-8", errors)
             except UnicodeEncodeError:
                 text = clean_text(text)
                 raw = text.encode("utf-8")
@@ -458,7 +568,7 @@ class Tokenizer:
             if allowed_m is not None and allowed_m.maybe_in(text):
                 segments = pretokenize.split_special(text, allowed_m)
                 for segment, is_special in segments:
-                    encoded.append(segment.encode("utf-8"))
+                    encoded.append(segment.encode("utf-8", errors))
                     seg_special.append(self.special_tokens[segment] if is_special else -1)
                 doc_segments.append(doc_segments[-1] + len(segments))
             elif raw:
@@ -645,10 +755,8 @@ class Tokenizer:
         ``keep=True`` (the caller keeps the array) copies them out when they fill less
         than half of it, so a kept array never holds more than twice its own size.
         """
-        if not (isinstance(dropout, (int, float)) and 0.0 <= dropout <= 1.0):
-            raise ValueError(f"dropout must be a probability in [0, 1], got {dropout!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31:
-            raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
+        dropout = check_dropout(dropout)
+        seed = check_seed(seed)
         huge = self._encode_huge(text, allowed, disallowed) if dropout == 0 else None
         if huge is not None:
             ids, capacity = huge
@@ -758,8 +866,8 @@ class Tokenizer:
         A list of str gives a list of lists of ids; a pyarrow string array (or chunked
         array) gives a ``pa.ListArray`` of int32 (nulls stay null).
         """
+        n_threads = check_num_threads(num_threads) or os.cpu_count() or 1
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        n_threads = num_threads or os.cpu_count() or 1
         if _is_arrow(texts):
             return self._encode_arrow(texts, allowed, disallowed, n_threads)
         texts = list(texts)
@@ -816,14 +924,17 @@ class Tokenizer:
 
         (array,) = list(string_chunks(array))
         data, doc_offsets, valid = text_buffers(array)
-        if self.base == "bytes" and self.normalization is None:
+        raw = self.base == "bytes" and self.normalization is None
+        if raw:
             candidates = self._special_candidate_rows(array, allowed | disallowed)
             fast = True
             if candidates.size:
                 allowed_m = self._matcher(allowed) if allowed else None
                 disallowed_m = self._matcher(disallowed) if disallowed else None
                 for row in candidates.tolist():
-                    text = array[row].as_py()
+                    # The row's own bytes (Arrow does not guarantee UTF-8): surrogateescape
+                    # keeps invalid bytes as lone surrogates, which no special token holds.
+                    text = _row_bytes(data, doc_offsets, row).decode("utf-8", "surrogateescape")
                     if disallowed_m is not None:
                         self._check_disallowed(text, disallowed_m, row, ("row", row_base))
                     if allowed_m is not None and allowed_m.first(text) is not None:
@@ -831,9 +942,10 @@ class Tokenizer:
             if fast:
                 ids, offsets = self._encode_rows(data, doc_offsets, n_threads, dropout, seed)
                 return ids, offsets, valid
-        texts = [t if t is not None else "" for t in array.to_pylist()]
-        ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base)), n_threads,
-                                 dropout=dropout, seed=seed)
+        texts = _arrow_texts(array, data, doc_offsets, row_base, raw)
+        ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base),
+                                              errors="surrogateescape" if raw else "strict"),
+                                 n_threads, dropout=dropout, seed=seed)
         return ids, offsets, valid
 
     def _encode_rows(self, data, doc_offsets, n_threads, dropout=0.0, seed=0):
@@ -886,8 +998,8 @@ class Tokenizer:
 
         Cost and context budgeting: the ids are never turned into Python objects.
         """
+        n_threads = check_num_threads(num_threads) or os.cpu_count() or 1
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        n_threads = num_threads or os.cpu_count() or 1
         if isinstance(texts, str):
             _, offsets = self._run(self._layout([texts], allowed, disallowed))
             return int(offsets[-1])
@@ -904,36 +1016,77 @@ class Tokenizer:
         return np.diff(offsets)
 
     # ---------------------------------------------------------------- decoding
-    def _check_ids(self, ids):
-        table = self._decode_table
-        n = len(table)
-        for pos, tid in enumerate(ids):
-            if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)) or not 0 <= tid < n:
-                raise UnknownTokenError(tid, pos, n)
+    def _check_ids(self, ids) -> np.ndarray:
+        """``ids`` as a validated int64 array (see ``validation.checked_ids``)."""
+        return checked_ids(ids, len(self._decode_table), self._unused)
 
-    def decode_bytes(self, ids) -> bytes:
-        """The bytes of the tokens, joined (char mode: end-of-word markers become spaces)."""
-        if isinstance(ids, np.ndarray):
-            ids = ids.tolist()
-        table = self._decode_table
-        try:
-            out = b"".join([table[i] for i in ids])
-        except (IndexError, TypeError):
-            self._check_ids(ids)
-            raise
-        if ids and min(ids) < 0:
-            self._check_ids(ids)
-        if self.base == "chars" and self.end_of_word is not None and out.endswith(b" ") and ids:
-            last = ids[-1]
+    def _flat_table(self):
+        """``(tok_off int64[vocab + 1], tok_data uint8[total])``: the decode table's bytes
+        end to end (unused ids are empty; they never pass ``_check_ids``)."""
+        if self._flat is None:
+            table = [b"" if t is None else t for t in self._decode_table]
+            tok_off = np.zeros(len(table) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, table), np.int64, len(table)), out=tok_off[1:])
+            tok_data = np.frombuffer(b"".join(table), dtype=np.uint8).copy()
+            self._flat = (tok_off, tok_data)
+        return self._flat
+
+    def _decoded(self, ids):
+        """The decoded bytes of ``ids``: ``bytes`` for a short input, else a uint8 array
+        (gathered by a kernel: no per-id Python object, so the extra memory is the output
+        plus 8 bytes per id)."""
+        if isinstance(ids, list) and len(ids) < DECODE_JOIN_MAX:
+            out = self._join_list(ids)
+        else:
+            ids = self._check_ids(ids)
+            if len(ids) < DECODE_JOIN_MAX:
+                out = self._join_list(ids.tolist())
+            else:
+                from .kernels.decode import gather_tokens
+                from .parallel import call_kernel
+
+                out = call_kernel(gather_tokens, ids, *self._flat_table())
+        if self.base == "chars" and self.end_of_word is not None and len(out) and out[-1] == 32:
+            last = int(ids[-1])
             if last < len(self._token_bytes) and self._token_bytes[last].endswith(
                 self.end_of_word.encode("utf-8")
             ):
                 out = out[:-1]
         return out
 
+    def _join_list(self, ids: list) -> bytes:
+        """The bytes of a short list of ids: joined directly, validated by exception.
+
+        A float, str or None entry fails the lookup (TypeError), as does an unused id (its
+        entry is None); a negative id would index from the end, and a bool is an int to
+        Python, so both are looked for after the join: plain ints cost two C-level scans.
+        """
+        table = self._decode_table
+        try:
+            out = b"".join([table[i] for i in ids])
+        except (IndexError, TypeError):
+            self._check_ids(ids)  # raises, naming the position
+            raise
+        if ids and (set(map(type, ids)) != {int} or min(ids) < 0):
+            self._check_ids(ids)
+        return out
+
+    def decode_bytes(self, ids) -> bytes:
+        """The bytes of the tokens, joined (char mode: end-of-word markers become spaces).
+
+        ``ids``: any iterable of ints, a NumPy integer array, or a pyarrow integer array.
+        A bool, a float (even integral), a str or a null raises TokenIdTypeError, an id
+        outside the vocabulary (or an unused one) UnknownTokenError, naming its position.
+        """
+        out = self._decoded(ids)
+        return out if isinstance(out, bytes) else out.tobytes()
+
     def decode(self, ids, errors: str = "replace") -> str:
-        """Decode ids to text: bytes joined, *then* UTF-8 decoded (``errors`` as in bytes.decode)."""
-        return self.decode_bytes(ids).decode("utf-8", errors)
+        """Decode ids to text: bytes joined, *then* UTF-8 decoded (``errors`` as in bytes.decode).
+
+        ``ids`` as for ``decode_bytes``.
+        """
+        return codecs.utf_8_decode(self._decoded(ids), errors, True)[0]
 
     def stream_decoder(self, errors: str = "replace") -> StreamDecoder:
         """An incremental decoder whose ``push(id)`` returns only complete characters."""
@@ -941,7 +1094,7 @@ class Tokenizer:
 
     def id_to_piece(self, token_id: int) -> bytes:
         self._check_ids([token_id])
-        return self.vocab[token_id]
+        return self.vocab[int(token_id)]
 
     # ------------------------------------------------------------------- files
     def save(self, path) -> None:
@@ -950,17 +1103,51 @@ class Tokenizer:
 
         save_model(self, path)
 
-    def to_tiktoken(self, path) -> None:
-        """Write the regular tokens as a tiktoken ``.tiktoken`` ranks file (rank = id)."""
+    def to_tiktoken(self, path, allow_lossy: bool = False) -> None:
+        """Write the regular tokens as a tiktoken ``.tiktoken`` ranks file (rank = id).
+
+        A normalizing tokenizer raises LossyExportError (the format cannot hold the
+        normalization) unless ``allow_lossy=True``, which warns instead.
+        """
         from .io.interop import to_tiktoken
 
-        to_tiktoken(self, path)
+        to_tiktoken(self, path, allow_lossy)
 
     def to_huggingface(self, path) -> None:
         """Write a Hugging Face ``tokenizer.json`` (byte mode, merge_mode="pairs")."""
         from .io.interop import to_huggingface
 
         to_huggingface(self, path)
+
+
+def _row_bytes(data: np.ndarray, doc_offsets: np.ndarray, row: int) -> bytes:
+    return data[doc_offsets[row]:doc_offsets[row + 1]].tobytes()
+
+
+def _arrow_texts(array, data, doc_offsets, row_base: int, raw: bool) -> list[str]:
+    """The rows of a string array as str (nulls as ""), for the per-row encoding path.
+
+    Arrow does not guarantee that a string array holds UTF-8 (``from_buffers``, some
+    Parquet writers). ``raw`` (byte mode, no normalization): rows are decoded with
+    ``surrogateescape``, so that ``_layout(errors="surrogateescape")`` encodes exactly
+    their bytes, as ``encode_bytes`` would. Otherwise the text itself is needed (to
+    normalize it, or char mode's symbols): a row that is not UTF-8 raises InvalidUTF8Error
+    naming ``row_base + row`` and the byte offset, never a bare UnicodeDecodeError.
+    """
+    n = len(doc_offsets) - 1
+    if raw:
+        return [_row_bytes(data, doc_offsets, r).decode("utf-8", "surrogateescape")
+                for r in range(n)]
+    try:
+        return [t if t is not None else "" for t in array.to_pylist()]
+    except UnicodeDecodeError:
+        pass
+    for r in range(n):  # find the first bad row (nulls are empty in ``data``)
+        try:
+            _row_bytes(data, doc_offsets, r).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidUTF8Error(row_base + r, exc.start, exc.reason) from None
+    raise AssertionError("to_pylist failed to decode, but every row is UTF-8")
 
 
 def _is_arrow(obj) -> bool:

@@ -19,8 +19,10 @@ from . import pretokenize
 from .errors import TrainingError
 from .reference import TIE_RULES, hf_byte_ranks
 from .tokenizer import Tokenizer, clean_text
+from .validation import check_num_threads
 
 _UNLIMITED = 1 << 62
+_INT64_MAX = (1 << 63) - 1
 #: Used when neither vocab_size nor num_merges is given.
 DEFAULT_VOCAB_SIZE = 32768
 
@@ -101,8 +103,10 @@ def word_table(words: dict, base: str, end_of_word: str | None):
     for w, c in items:
         if not isinstance(w, str):
             raise TypeError(f"word {w!r}: words must be str")
-        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c <= 0:
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or c <= 0:
             raise TrainingError(f"word {w!r}: count must be a positive integer, got {c!r}")
+        if c > _INT64_MAX:
+            raise TrainingError(f"word {w!r}: count {c} does not fit in int64 (at most 2**63 - 1)")
     counts = np.fromiter((c for _, c in items), dtype=np.int64, count=len(items))
     if base == "bytes":
         encoded = [clean_text(w).encode("utf-8") for w, _ in items]
@@ -144,11 +148,43 @@ def word_table(words: dict, base: str, end_of_word: str | None):
     return symbols, offsets, counts, alphabet
 
 
+def check_count_range(offsets, counts) -> None:
+    """Raise TrainingError when the merge kernel's int64 pair counts could overflow.
+
+    A pair's count is a sum of word counts, one per occurrence: it never exceeds
+    ``sum(count * (length - 1))`` over the words. While a word is rewritten, the counts of
+    its new pairs are added before the old ones are taken away, so one word may add up to
+    ``count * length`` more for a moment. Both, and the total of the counts (the report's
+    ``pre_tokens``), must fit in int64; a wrapped count would silently pick a wrong merge.
+    """
+    if not len(counts):
+        return
+    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+    c = np.asarray(counts, dtype=np.float64)
+    w = lengths.astype(np.float64)
+    # A float estimate decides the common case; exact integers only when it is close.
+    estimate = float(c @ np.maximum(w - 1, 0)) + float((c * w).max())
+    if estimate < 2.0**62 and float(c.sum()) < 2.0**62:
+        return
+    cs, ls = [int(x) for x in counts], [int(x) for x in lengths]
+    total = sum(cs)
+    bound = sum(x * max(n - 1, 0) for x, n in zip(cs, ls)) + max(x * n for x, n in zip(cs, ls))
+    if bound > _INT64_MAX or total > _INT64_MAX:
+        what = (f"the counts sum to {total:,}" if total > _INT64_MAX else
+                f"a pair's count could reach {bound:,} (the sum of count x (length - 1) over "
+                "the words, plus one word's count x length while it is rewritten)")
+        raise TrainingError(f"word counts too large: {what}, over the int64 limit "
+                            f"{_INT64_MAX:,} of the merge kernel's counters; scale the counts "
+                            "down (BPE depends only on their ratios, up to ties)")
+
+
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
                      max_ids, min_count, max_units, progress=False):
     """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises."""
     from .kernels.merge import train_merges
     from .parallel import call_kernel_shielded
+
+    check_count_range(offsets, counts)
 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])
@@ -213,8 +249,7 @@ class TrainOptions:
                             ("max_token_length", max_token_length), ("min_frequency", min_frequency)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        num_threads = check_num_threads(num_threads)
         if base == "bytes" and end_of_word is not None:
             raise ValueError("end_of_word is for base='chars' (byte mode needs no marker)")
         if pattern == "default":
@@ -402,7 +437,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     from .io.corpus import ReadStats, expand_paths, iter_batches
 
     pretokenize.compiled_pattern(pattern)
-    counter = WordCounter(pattern, special_tokens, num_threads)
+    counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads))
     stats = ReadStats()
     files = expand_paths(paths)
     bar = None

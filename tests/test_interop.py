@@ -294,8 +294,11 @@ def test_tiktoken_special_tokens_must_follow_the_ranks(tmp_path):
     path = tmp_path / "v.tiktoken"
     to_tiktoken(trained("gpt2"), path)
     n = trained("gpt2").n_regular
+    # A rank's id cannot be a special token's; ids after the ranks may leave gaps (cl100k).
     with pytest.raises(ValueError, match="right after"):
-        from_tiktoken(path, "gpt2", special_tokens={"<|endoftext|>": n + 1})
+        from_tiktoken(path, "gpt2", special_tokens={"<|endoftext|>": n - 1})
+    gap = from_tiktoken(path, "gpt2", special_tokens={"<|endoftext|>": n + 1})
+    assert gap.vocab_size == n + 2 and gap.unused_ids == [n]
     assert from_tiktoken(path, "gpt2", special_tokens=["<|a|>", "<|b|>"]).special_tokens == {
         "<|a|>": n, "<|b|>": n + 1}
 
@@ -413,7 +416,7 @@ def _mutate_hf(kind: str):
         model["type"] = "WordPiece"
         entry = "model.type"
     elif kind == "normalizer":
-        doc["normalizer"] = {"type": "NFC"}
+        doc["normalizer"] = {"type": "Lowercase"}  # NFC and NFKC are supported
         entry = "normalizer"
     elif kind == "continuing_subword_prefix":
         model["continuing_subword_prefix"] = "##"
@@ -467,8 +470,9 @@ def _mutate_hf(kind: str):
         doc["added_tokens"][0]["special"] = False
         entry = "added_tokens[0]"
     elif kind == "special not after regular":
-        doc["added_tokens"][0]["id"] = 1000
-        model["vocab"]["<|endoftext|>"] = 1000
+        # A regular token's id (an id after the regular ones is allowed, gaps included).
+        doc["added_tokens"][0]["id"] = 100
+        model["vocab"]["<|endoftext|>"] = 100
         entry = "added_tokens"
     elif kind == "duplicate merge":
         model["merges"].append(model["merges"][0])

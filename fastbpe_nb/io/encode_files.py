@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from ..errors import CorpusReadError, DisallowedSpecialTokenError, FastBPEError
+from ..errors import CorpusReadError, DisallowedSpecialTokenError, FastBPEError, InvalidUTF8Error
 from .arrow_text import parquet_batch_rows
 from .atomic import atomic_write
 from .corpus import expand_paths, file_kind
@@ -131,6 +131,9 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     """
     if format not in ("parquet", "bin"):
         raise ValueError(f"format must be 'parquet' or 'bin', not {format!r}")
+    from ..validation import check_num_threads
+
+    check_num_threads(num_threads)  # before any output exists
     if special not in SPECIAL_POLICIES:
         raise ValueError(f"special must be one of {SPECIAL_POLICIES}, not {special!r}")
     allowed = "all" if special == "allow" else ()
@@ -232,6 +235,8 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                 exc.args = (f"{path}: {exc.args[0]} (use special='allow' or 'text')",)
                 exc.path = path
                 raise
+            except InvalidUTF8Error as exc:  # a normalizing model needs text: name the file
+                raise InvalidUTF8Error(exc.row, exc.offset, exc.detail, exc.label, path) from None
             rep["rows"] += len(valid)
             rep["null_rows"] += int((~valid).sum())
             rep["tokens"] += int(offsets[-1])

@@ -9,8 +9,13 @@ loads and that encodes exactly like the Tokenizer it came from:
 * ``pre_tokenizer``: ``Sequence([Split(Regex(pattern), "Isolated"), ByteLevel(use_regex=False)])``
   (just ``ByteLevel(use_regex=False)`` for ``pattern=None``). ``Isolated`` keeps text that no
   match covers as pieces of their own, like our pre-tokenizer.
-* ``decoder``: ``ByteLevel``; ``added_tokens``: the special tokens (``special: true``), also
-  listed in the vocabulary after the regular tokens (GPT-2's layout).
+* ``decoder``: ``ByteLevel``; ``added_tokens``: the special tokens (``special: true``) with
+  their ids (unused ids may lie between them, as in cl100k), also listed in the vocabulary
+  after the regular tokens (GPT-2's layout).
+* ``normalizer``: ``{"type": "NFC"}`` / ``{"type": "NFKC"}`` for a tokenizer with
+  ``normalization=``, else null. The special tokens are then ``normalized: true``, so HF,
+  like us, normalizes the whole text before it looks for them; loading reads NFC / NFKC back
+  (alone or as a one-step Sequence) and refuses any other normalizer by name.
 
 HF compiles the pattern with Oniguruma, not the ``regex`` module. The named patterns split the
 same way in both, except for one construct: in Oniguruma's (Ruby) syntax ``{n,m}+`` is *not*
@@ -109,16 +114,22 @@ def huggingface_json(tok) -> str:
                 byte_level,
             ],
         }
+    normalizer = None
+    if tok.normalization is not None:
+        normalizer = {"type": tok.normalization}
+        _check_specials_normalize(tok, specials)
     doc = {
         "version": "1.0",
         "truncation": None,
         "padding": None,
+        # With a normalizer, "normalized": true makes HF normalize the whole text before it
+        # looks for the special tokens, as we do (false would look in the raw text first).
         "added_tokens": [
             {"id": tid, "content": token, "single_word": False, "lstrip": False,
-             "rstrip": False, "normalized": False, "special": True}
+             "rstrip": False, "normalized": normalizer is not None, "special": True}
             for token, tid in specials
         ],
-        "normalizer": None,
+        "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
@@ -137,6 +148,19 @@ def huggingface_json(tok) -> str:
         },
     }
     return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+
+
+def _check_specials_normalize(tok, specials):
+    """A special token that normalization changes can never be found in normalized text by
+    us, while HF would normalize it too and find it: refuse such an export."""
+    from ..tokenizer import normalize
+
+    for token, tid in specials:
+        if normalize(token, tok.normalization) != token:
+            raise ValueError(
+                f"special token {token!r} (id {tid}) is not in {tok.normalization} form: this "
+                "tokenizer never matches it in normalized text, a tokenizer.json would; "
+                "rename it to its normalized form")
 
 
 def save_huggingface(tok, path) -> None:
@@ -271,15 +295,45 @@ def _parse_pre_tokenizer(spec, path):
                            f"{pattern!r:.80}", path, where)
 
 
+#: HF normalizers we reproduce: Unicode normalization forms (our ``normalization=``).
+_HF_NORMALIZATIONS = ("NFC", "NFKC")
+
+
+def _parse_normalizer(normalizer, path):
+    """Our ``normalization`` (None, "NFC", "NFKC") for a tokenizer.json ``normalizer``.
+
+    Accepted: null, an empty Sequence, ``{"type": "NFC"}`` / ``{"type": "NFKC"}``, or a
+    Sequence holding just one of those. Anything else changes the text in ways we do not
+    reproduce (lowercasing, stripping, replacing, NFD, ...) and is refused by name.
+    """
+    spec = normalizer
+    if isinstance(spec, dict) and spec.get("type") == "Sequence":
+        steps = spec.get("normalizers")
+        if steps == []:
+            return None
+        if isinstance(steps, list) and len(steps) == 1:
+            spec = steps[0]
+    if spec is None:
+        return None
+    kind = spec.get("type") if isinstance(spec, dict) else spec
+    if isinstance(spec, dict) and kind in _HF_NORMALIZATIONS and set(spec) == {"type"}:
+        return kind
+    if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence":
+        steps = normalizer.get("normalizers")
+        kinds = [s.get("type") if isinstance(s, dict) else s for s in steps] if isinstance(
+            steps, list) else steps
+        raise _unsupported(f"normalizer Sequence of {kinds!r:.120} (text is changed before "
+                           "tokenization; only NFC or NFKC alone is reproduced)", path, "normalizer")
+    raise _unsupported(f"normalizer {kind!r} (text is changed before tokenization; only NFC "
+                       "and NFKC are reproduced)", path, "normalizer")
+
+
 def _check_pipeline(doc: dict, path):
-    """Everything around the model: normalizer, decoder, post-processor, truncation, padding."""
-    normalizer = doc.get("normalizer")
-    if normalizer is not None and not (
-            isinstance(normalizer, dict) and normalizer.get("type") == "Sequence"
-            and normalizer.get("normalizers") == []):
-        kind = normalizer.get("type") if isinstance(normalizer, dict) else normalizer
-        raise _unsupported(f"normalizer {kind!r} (text is changed before tokenization)",
-                           path, "normalizer")
+    """Everything around the model: normalizer, decoder, post-processor, truncation, padding.
+
+    Returns the normalization (None, "NFC" or "NFKC").
+    """
+    normalization = _parse_normalizer(doc.get("normalizer"), path)
     decoder = doc.get("decoder")
     if not (isinstance(decoder, dict) and decoder.get("type") == "ByteLevel"):
         kind = decoder.get("type") if isinstance(decoder, dict) else decoder
@@ -292,9 +346,13 @@ def _check_pipeline(doc: dict, path):
     for key in ("truncation", "padding"):
         if doc.get(key) is not None:
             raise _unsupported(f"{key} is set (encode output would be cut or padded)", path, key)
+    return normalization
 
 
-def _parse_added_tokens(added, path) -> dict[str, int]:
+def _parse_added_tokens(added, path, normalization=None) -> dict[str, int]:
+    """``{content: id}`` of the added tokens (special ones only). With a normalizer, each
+    must be ``"normalized": true``: we look for special tokens in the normalized text, HF
+    looks for the others in the raw text first (``"e<|x|>\u0338"`` would then differ)."""
     if added is None:
         return {}
     if not isinstance(added, list):
@@ -313,6 +371,11 @@ def _parse_added_tokens(added, path) -> dict[str, int]:
         for flag in ("single_word", "lstrip", "rstrip"):
             if entry.get(flag, False):
                 raise _unsupported(f"added token {entry['content']!r} with {flag}=true", path, where)
+        # A missing flag means false for a special token (HF: normalized = not special).
+        if normalization is not None and entry.get("normalized", False) is not True:
+            raise _unsupported(f"added token {entry['content']!r} with normalized=false under the "
+                               f"{normalization} normalizer (HF finds it in the raw text, "
+                               "fastbpe_nb in the normalized text)", path, where)
         if entry["content"] in out or entry["id"] in ids:
             raise ModelFormatError(f"added token {entry['content']!r} (id {entry['id']}) is given "
                                    "twice", path, where)
@@ -349,7 +412,7 @@ def _parse_merges(raw, path, entry="model.merges") -> list[tuple[str, str]]:
 
 def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[str, int],
                      pattern, path, vocab_entry="model.vocab", merges_entry="model.merges",
-                     merge_lines=None):
+                     merge_lines=None, normalization=None):
     """A ``merge_mode="pairs"`` Tokenizer from HF's byte-level vocab, merges and specials.
 
     ``vocab`` must not contain the special tokens. Our layout is required: the 256 single
@@ -403,7 +466,7 @@ def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[
         merge_ids[k] = ia, ib
     try:
         tok = Tokenizer(merge_ids, pattern=pattern, byte_order=byte_order, merge_mode="pairs",
-                        _source=path)
+                        normalization=normalization, _source=path)
     except ModelFormatError as exc:
         m = re.fullmatch(r"merges\[(\d+)\]", exc.entry or "")
         if m is None:
@@ -430,13 +493,20 @@ def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[
         raise _unsupported(reason + " (our layout: bytes 0..255, then each merge's new token "
                            "in merge order)", path, vocab_entry)
     if specials:
-        ids = sorted(specials.values())
-        if ids != list(range(n, n + len(ids))):
-            raise _unsupported(f"special token ids {ids[:5]}... must be {n}..{n + len(ids) - 1}, "
-                               f"right after the {n} regular tokens", path, "added_tokens")
-        tok.special_tokens = dict(specials)
+        tok.special_tokens = _specials_after(specials, n, path, "added_tokens")
         tok._build_tables()
     return tok
+
+
+def _specials_after(specials: dict, n: int, path, entry: str) -> dict:
+    """``specials`` checked as the Tokenizer checks them: ids from ``n`` (the number of
+    regular tokens) on, unique; unused ids may be left between them (as in cl100k)."""
+    from ..tokenizer import _check_special_tokens
+
+    try:
+        return _check_special_tokens(specials, n, entry, path)
+    except ModelFormatError as exc:
+        raise _unsupported(exc.reason, path, entry) from None
 
 
 def _load_tokenizer_json(doc: dict, path):
@@ -460,9 +530,9 @@ def _load_tokenizer_json(doc: dict, path):
                     if key == "byte_fallback" else
                     "ignore_merges=true (whole-word vocabulary lookup before the pair merges)")
             raise _unsupported(what, path, f"model.{key}")
-    _check_pipeline(doc, path)
+    normalization = _check_pipeline(doc, path)
     pattern = _parse_pre_tokenizer(doc.get("pre_tokenizer"), path)
-    specials = _parse_added_tokens(doc.get("added_tokens"), path)
+    specials = _parse_added_tokens(doc.get("added_tokens"), path, normalization)
     vocab = model.get("vocab")
     if not isinstance(vocab, dict):
         raise ModelFormatError("model.vocab must be an object {token: id}", path, "model.vocab")
@@ -475,7 +545,7 @@ def _load_tokenizer_json(doc: dict, path):
         else:
             regular[s] = tid
     merges = _parse_merges(model.get("merges"), path)
-    return build_from_vocab(regular, merges, specials, pattern, path)
+    return build_from_vocab(regular, merges, specials, pattern, path, normalization=normalization)
 
 
 def _read_merges_txt(path) -> tuple[list[tuple[str, str]], list[int]]:
@@ -525,14 +595,13 @@ def _load_vocab_merges(vocab_path, merges_path):
         raise
     if specials:
         n = tok.n_regular
-        ids = sorted(specials.values())
-        if ids != list(range(n, n + len(ids))):
-            bad = next(s for s, i in specials.items() if not n <= i < n + len(ids))
+        bad = next((s for s, i in specials.items() if i < n), None)
+        if bad is not None:
             raise _unsupported(
                 f"{bad!r:.60} (id {specials[bad]}) is neither a byte nor a merge result and does "
-                f"not come after the {n} regular tokens (special tokens must have ids "
-                f"{n}..{n + len(ids) - 1})", vocab_path, "vocab")
-        tok.special_tokens = dict(specials)
+                f"not come after the {n} regular tokens (special tokens must have ids >= {n})",
+                vocab_path, "vocab")
+        tok.special_tokens = _specials_after(specials, n, vocab_path, "vocab")
         tok._build_tables()
     return tok
 
@@ -543,7 +612,8 @@ def load_huggingface(path, merges=None):
     ``path`` is a ``tokenizer.json``, a GPT-2 style ``vocab.json`` (its ``merges.txt`` is
     found beside it unless ``merges=`` names it), or a folder holding either. The result has
     ``merge_mode="pairs"`` (HF's rule). Raises ModelFormatError naming the file and what is
-    unsupported (a normalizer, a non-BPE model, a continuing-subword prefix, ...).
+    unsupported (a normalizer other than NFC / NFKC, a non-BPE model, a continuing-subword
+    prefix, ...).
     """
     path = os.fspath(path)
     if os.path.isdir(path):

@@ -13,7 +13,8 @@
       "normalization": null,
       "byte_order": null,              # byte mode: byte value of ids 0..255 (null: identity)
       "merge_mode": "pairs",           # "pairs" (merge rank) or "ranks" (tiktoken's rule)
-      "special_tokens": [["<|endoftext|>", 50256]],
+      "special_tokens": [["<|endoftext|>", 50256]],   # [token, id]: any unused ids from
+                                                     # the number of regular tokens on
       "merges": [
         [97, 97],
         ...
@@ -211,27 +212,17 @@ def parse_model(text_bytes: bytes, source=None):
         special_map[token] = tid
         seen_ids.add(tid)
 
+    # The ids are checked by the Tokenizer (ModelFormatError naming "special_tokens"): any
+    # unused ids from the number of regular tokens on, gaps allowed (cl100k has gaps).
     try:
-        tok = Tokenizer(merges_arr, pattern=pattern, special_tokens={}, base=base,
-                        alphabet=alphabet if base == "chars" else None,
-                        end_of_word=end_of_word, tie_break=tie_break, byte_order=byte_order,
-                        merge_mode=merge_mode, normalization=normalization, _source=source)
+        return Tokenizer(merges_arr, pattern=pattern, special_tokens=special_map, base=base,
+                         alphabet=alphabet if base == "chars" else None,
+                         end_of_word=end_of_word, tie_break=tie_break, byte_order=byte_order,
+                         merge_mode=merge_mode, normalization=normalization, _source=source)
     except ModelFormatError:
         raise
     except ValueError as exc:
         raise ModelFormatError(str(exc), source, "pattern") from None
-    n_regular = tok.n_regular
-    expected = set(range(n_regular, n_regular + len(special_map)))
-    if seen_ids != expected:
-        bad = next(t for t, i in special_map.items() if i not in expected)
-        raise ModelFormatError(
-            f"special token {bad!r} has id {special_map[bad]}; special ids must be "
-            f"{n_regular}..{n_regular + len(special_map) - 1}, right after the regular tokens",
-            source, "special_tokens")
-    if special_map:
-        tok.special_tokens = dict(special_map)
-        tok._build_tables()
-    return tok
 
 
 def load(path):

@@ -23,7 +23,7 @@ import re
 
 import numpy as np
 
-from ..errors import ModelFormatError
+from ..errors import LossyExportError, ModelFormatError
 from .atomic import atomic_write
 
 _RANK = re.compile(rb"-?[0-9]+")
@@ -39,17 +39,40 @@ def tiktoken_bytes(tok) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def save_tiktoken(tok, path) -> None:
+def save_tiktoken(tok, path, allow_lossy: bool = False) -> None:
     """Write ``tok``'s regular tokens as a ``.tiktoken`` ranks file (atomically).
 
     Special tokens and the pattern are not part of the format: pass them to
     ``tiktoken.Encoding`` (or to :func:`load_tiktoken`) yourself. tiktoken encodes with the
     rank-keyed rule; it agrees with a ``merge_mode="pairs"`` tokenizer on every vocabulary
     trained by BPE (see ``Tokenizer``'s ``merge_mode``).
+
+    Nor can the format hold a Unicode normalization, and nothing would apply it: tiktoken
+    would encode un-normalized text (NFD input, "ﬁ") to other ids than ``tok``. A tokenizer
+    with ``normalization=`` is therefore refused (LossyExportError naming the form) unless
+    ``allow_lossy=True``, which writes the file with a warning: the caller then normalizes
+    the text before tiktoken sees it.
     """
+    check_lossless(tok, allow_lossy)
     data = tiktoken_bytes(tok)
     with atomic_write(path) as f:
         f.write(data)
+
+
+def check_lossless(tok, allow_lossy: bool) -> None:
+    """Refuse (or, with ``allow_lossy``, warn about) what a ranks file cannot hold."""
+    if tok.normalization is None:
+        return
+    what = (f"this tokenizer applies {tok.normalization} normalization before encoding, and a "
+            ".tiktoken file cannot record it: tiktoken would encode text that is not in "
+            f"{tok.normalization} form (e.g. decomposed accents) to other ids")
+    if not allow_lossy:
+        raise LossyExportError(what + "; pass allow_lossy=True to write it anyway and "
+                               f"normalize the text to {tok.normalization} yourself")
+    import warnings
+
+    warnings.warn(what + f" (written because allow_lossy=True: normalize the text to "
+                  f"{tok.normalization} before tiktoken encodes it)", UserWarning, stacklevel=3)
 
 
 def parse_ranks(data: bytes, source=None) -> tuple[list[bytes], list[int]]:
@@ -245,16 +268,20 @@ def tokenizer_from_ranks(tokens: list[bytes], pattern, special_tokens=None, sour
 
 
 def _check_specials(special_tokens, n_regular: int, source):
+    """``special_tokens`` validated against the ``n_regular`` ranks of the file (ValueError).
+
+    Explicit ids may leave gaps (cl100k_base's ``<|endofprompt|>`` is 100276, after
+    100257..100260): any unused ids from ``n_regular`` on, as the Tokenizer allows.
+    """
+    from ..tokenizer import _check_special_tokens
+
     if special_tokens is None:
         return {}
-    if isinstance(special_tokens, dict):
-        ids = sorted(special_tokens.values())
-        if ids != list(range(n_regular, n_regular + len(ids))):
-            raise ValueError(
-                f"special token ids must be {n_regular}..{n_regular + len(ids) - 1}, right after "
-                f"the {n_regular} ranks of {source or 'the file'} (fastbpe_nb numbers special tokens "
-                f"after the regular tokens), got {ids[:5]}{'...' if len(ids) > 5 else ''}")
-    return special_tokens
+    try:
+        return _check_special_tokens(special_tokens, n_regular)
+    except ValueError as exc:
+        raise ValueError(f"special_tokens for the {n_regular} ranks of {source or 'the file'}: "
+                         f"{exc}") from None
 
 
 def load_tiktoken(path, pattern, special_tokens=None):
@@ -269,8 +296,11 @@ def load_tiktoken(path, pattern, special_tokens=None):
         ``"gpt2"``, a regex string, or None). The file does not record it, so it must be
         given: a wrong pattern would silently give other ids than tiktoken.
     special_tokens : dict or sequence of str, optional
-        ``{token: id}`` with ids right after the last rank (ValueError otherwise), or
-        strings numbered from there.
+        ``{token: id}`` with ids from the number of ranks on, unique; unused ids may be left
+        between them (the real cl100k_base: ``{"<|endoftext|>": 100257, ...,
+        "<|endofprompt|>": 100276}``; ``vocab_size`` is then the largest id + 1 and the
+        unused ids decode to an UnknownTokenError). Or strings numbered from the number of
+        ranks on. ValueError otherwise.
 
     Raises ModelFormatError naming the path and ``line N`` for a malformed file.
     """
