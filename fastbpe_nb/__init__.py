@@ -12,8 +12,10 @@ load from Numba's cache) on first use.
 from .errors import (
     CorpusReadError,
     DisallowedSpecialTokenError,
+    EncodeOptionsError,
     FastBPEError,
     ModelFormatError,
+    OutputError,
     TrainingError,
     UnknownCharacterError,
     UnknownTokenError,
@@ -36,9 +38,11 @@ __version__ = "0.1.0"
 __all__ = [
     "CorpusReadError",
     "DisallowedSpecialTokenError",
+    "EncodeOptionsError",
     "FastBPEError",
     "ModelFormatError",
     "NAMED_PATTERNS",
+    "OutputError",
     "SentencePieceBPE",
     "StreamDecoder",
     "Tokenizer",
