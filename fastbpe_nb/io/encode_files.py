@@ -47,7 +47,6 @@ before it are kept.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import hashlib
 import json
 import os
@@ -106,21 +105,6 @@ def _glob_root(pattern: str) -> str:
     return os.sep.join(keep) or os.sep
 
 
-def _glob_match(pattern: str, path: str) -> bool:
-    """Whether ``glob.glob(pattern, recursive=True)`` could list ``path`` (by its name)."""
-    pat = os.path.abspath(pattern).split(os.sep)
-    parts = os.path.abspath(path).split(os.sep)
-
-    def match(i, j):
-        if i == len(pat):
-            return j == len(parts)
-        if pat[i] == "**":
-            return any(match(i + 1, k) for k in range(j, len(parts) + 1))
-        return j < len(parts) and fnmatch.fnmatchcase(parts[j], pat[i]) and match(i + 1, j + 1)
-
-    return match(0, 0)
-
-
 def _out_names(base: str, fmt: str) -> list[str]:
     if fmt == "parquet":
         return [base + ".parquet"]
@@ -154,8 +138,13 @@ def _plan(inputs, output, fmt):
                               f"(looked for files ending in {', '.join(TABLE_SUFFIXES)}{extra})")
     roots = [s.root for s in specs] + [os.path.dirname(os.path.abspath(p)) for p, _ in found]
     common = os.path.commonpath(roots)
-    jobs, taken = [], {}
+    jobs, taken, reals = [], {}, {}
     for path, spec in found:
+        real = os.path.realpath(path)
+        if real in reals and reals[real] != path:
+            raise EncodeOptionsError(f"{reals[real]} and {path} are the same file (a link): its "
+                                     "rows would be encoded twice; name it once")
+        reals.setdefault(real, path)
         rel = os.path.relpath(os.path.abspath(path), common)
         base = os.path.splitext(rel)[0]
         outs = [] if output is None else _out_names(os.path.join(os.fspath(output), base), fmt)
@@ -193,19 +182,14 @@ def _check_not_over_inputs(jobs, specs, output) -> None:
                     "output folder outside the inputs")
         elif s.kind == "file" and _inside(out_real, os.path.realpath(s.spec)):
             raise EncodeOptionsError(f"the output folder {output} is the input file {s.spec}")
+    # (A glob without ``**`` cannot list the outputs: they lie deeper than its inputs.)
     inputs = {os.path.realpath(j.path): j.path for j in jobs}
-    globs = [s.spec for s in specs if s.kind == "glob"]
     for job in jobs:
         for out in job.outs:
             real = os.path.realpath(out)
             if real in inputs:
                 raise EncodeOptionsError(f"the output {out} would replace the input "
                                          f"{inputs[real]}; choose another output folder")
-            for pattern in globs:
-                if _glob_match(pattern, out) or _glob_match(pattern, real):
-                    raise EncodeOptionsError(
-                        f"the output {out} matches the input pattern {pattern!r}: a later run "
-                        "would read it as an input; choose another output folder")
 
 
 def _keep_list(keep_columns, column, fmt) -> list[str]:
