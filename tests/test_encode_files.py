@@ -424,6 +424,14 @@ def test_a_fault_before_the_marker_keeps_no_stale_marker(tok, tmp_path, monkeypa
             fb.encode_parquet(tok, tmp_path / "in.parquet", out, format="bin")
     ids, _ = fb.read_bin(out / "in.bin")  # the old output is untouched and complete
     assert ids[: len(other.encode(DOCS[0]))].tolist() == other.encode(DOCS[0])
+    # A fault on the new marker, after the new .bin is in place: the old marker is gone too.
+    with monkeypatch.context() as m:
+        fail_fsync_of(m, ".bin.json")
+        with pytest.raises(OSError):
+            fb.encode_parquet(tok, tmp_path / "in.parquet", out, format="bin")
+    assert sorted(p.name for p in out.iterdir()) == ["in.bin", "in.idx.npy"]
+    with pytest.raises(fb.OutputError, match="marker"):
+        fb.read_bin(out / "in.bin")
 
 
 def test_zero_rows_and_only_nulls(tok, tmp_path):
