@@ -55,7 +55,7 @@ def _create(path: str):
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except OSError:
             mode = None
-        if mode is not None:
+        if mode is not None and hasattr(os, "fchmod"):
             with contextlib.suppress(OSError):
                 os.fchmod(fd, mode)
         return fd, tmp

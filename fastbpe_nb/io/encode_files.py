@@ -461,9 +461,10 @@ def _open_input(path: str, columns: list[str]):
     except Exception as exc:
         raise CorpusReadError(f"{path}: not a readable {kind} file ({exc})") from None
     names = schema.names
-    for c in columns:
+    for k, c in enumerate(columns):
         if c not in names:
-            raise CorpusReadError(f"{path}: no column {c!r} (columns: {names})")
+            what = f"no column {c!r}" if k == 0 else f"keep_columns: no column {c!r} to keep"
+            raise CorpusReadError(f"{path}: {what} (columns: {names})")
         if names.count(c) > 1:
             raise CorpusReadError(f"{path}: the column name {c!r} appears twice")
     text_type = schema.field(columns[0]).type
