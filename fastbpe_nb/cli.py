@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -168,9 +169,19 @@ def _progress(args) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
 
+def _prepare_output_file(path) -> int:
+    """Fail fast, before any long work, if ``path`` cannot be written; then remove the
+    stale temporary files killed runs left next to it. Returns how many were removed."""
+    from .io.atomic import check_output_file, remove_stale_temps
+
+    check_output_file(path)
+    return len(remove_stale_temps(os.path.dirname(os.path.abspath(path))))
+
+
 def cmd_train(args) -> int:
     import fastbpe_nb as fb
 
+    removed = _prepare_output_file(args.output)
     options = dict(vocab_size=args.vocab_size, special_tokens=args.special or (),
                    tie_break=args.tie_break, min_frequency=args.min_frequency,
                    max_token_length=args.max_token_length, progress=_progress(args),
@@ -187,6 +198,7 @@ def cmd_train(args) -> int:
         tok, report = fb.train_files(sources, column=args.column, on_bad_input=args.on_bad_input,
                                      max_memory=_memory(args.max_memory), return_report=True,
                                      **options)
+    report["stale_temp_files_removed"] = removed
     tok.save(args.output)
     if args.trace:
         print_trace(tok)
@@ -206,10 +218,12 @@ def cmd_count(args) -> int:
     import fastbpe_nb as fb
 
     pattern = None if args.pattern == "none" else args.pattern
+    removed = _prepare_output_file(args.output)
     report = fb.count_to_file(args.files, args.output, column=args.column, pattern=pattern,
                               special_tokens=args.special or (), on_bad_input=args.on_bad_input,
                               progress=_progress(args), max_memory=_memory(args.max_memory),
                               num_threads=args.threads)
+    report["stale_temp_files_removed"] = removed
     if not args.quiet:
         print(json.dumps(report, indent=2))
         print(f"wrote {args.output}: {report['unique_words']:,} unique words")
@@ -227,6 +241,9 @@ def cmd_encode(args) -> int:
     if args.output or args.count_only:
         from .io.encode_files import encode_parquet
 
+        if not args.inputs:
+            raise FastBPEError("no input given: name the Parquet/Arrow files, folders or globs "
+                               "to encode")
         keep = [c for c in (args.keep_columns or "").split(",") if c]
         report = encode_parquet(tok, args.inputs, args.output, column=args.column,
                                 format=args.format, dtype=args.dtype, keep_columns=keep,
@@ -432,14 +449,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "inputs are text (or stdin) and the ids are printed.")
     e.add_argument("--model", required=True)
     e.add_argument("inputs", nargs="*")
-    e.add_argument("-o", "--output", help="output folder (one output per input file)")
+    e.add_argument("-o", "--output", help="output folder: one output per input file, at the "
+                   "input's path relative to the inputs' common folder")
     e.add_argument("--column", default="text")
     e.add_argument("--format", default="parquet", choices=["parquet", "bin"])
     e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
     e.add_argument("--special", default="error", choices=["error", "allow", "text"],
                    help="a special token in the text: error (default), its id, or plain text")
-    e.add_argument("--resume", action="store_true", help="skip inputs whose output is complete")
+    e.add_argument("--resume", action="store_true",
+                   help="skip inputs whose output is complete and made from the same input, "
+                   "model and options (the others are encoded again)")
     e.add_argument("--count-only", action="store_true", help="count tokens, write nothing")
     e.add_argument("--threads", type=_threads_type(), help="threads (default: all cores)")
     e.add_argument("-q", "--quiet", action="store_true")

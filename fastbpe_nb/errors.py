@@ -109,3 +109,12 @@ class TrainingError(FastBPEError, ValueError):
 
 class CorpusReadError(FastBPEError, OSError):
     """A corpus file cannot be read (missing, truncated, corrupt)."""
+
+
+class OutputError(FastBPEError, OSError):
+    """An output cannot be written, or a written output is incomplete or inconsistent."""
+
+
+class EncodeOptionsError(FastBPEError, ValueError):
+    """Options of a batch encode that cannot give correct outputs: two inputs mapping to one
+    output, an output inside an input, a kept column that cannot be kept."""

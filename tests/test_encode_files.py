@@ -188,3 +188,402 @@ def test_disallowed_special_row_index_on_general_path(tmp_path):
     with pytest.raises(fb.DisallowedSpecialTokenError) as info:
         fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o")
     assert "row 45" in str(info.value) and info.value.row == 45
+
+
+# ------------------------------------------------------------------ the output side (issue 15)
+def ids_of(path):
+    return pq.read_table(path).column("ids").to_pylist()
+
+
+def expected_ids(tok, docs):
+    return [None if d is None else tok.encode(d) for d in docs]
+
+
+def cli(*argv):
+    from fastbpe_nb.cli import main
+
+    return main([str(a) for a in argv])
+
+
+def test_same_names_in_two_folders_are_mirrored(tok, tmp_path, capsys):
+    a, b = DOCS[:30], DOCS[30:75]
+    for sub, docs in (("a", a), ("b", b)):
+        (tmp_path / "dup" / sub).mkdir(parents=True)
+        write(tmp_path / "dup" / sub / "train.parquet", docs)
+    inputs = [tmp_path / "dup" / "a" / "train.parquet", tmp_path / "dup" / "b" / "train.parquet"]
+    report = fb.encode_parquet(tok, inputs, tmp_path / "out")
+    assert report["rows"] == len(a) + len(b)
+    assert ids_of(tmp_path / "out" / "a" / "train.parquet") == expected_ids(tok, a)
+    assert ids_of(tmp_path / "out" / "b" / "train.parquet") == expected_ids(tok, b)
+    assert not (tmp_path / "out" / "train.parquet").exists()
+    # The CLI, and a folder given whole: the same layout (relative to the folder).
+    model = tmp_path / "m.json"
+    tok.save(model)
+    assert cli("encode", "--model", model, *inputs, "-o", tmp_path / "cli", "-q") == 0
+    assert ids_of(tmp_path / "cli" / "b" / "train.parquet") == expected_ids(tok, b)
+    fb.encode_parquet(tok, tmp_path / "dup", tmp_path / "whole", format="bin")
+    ids, index = fb.read_bin(tmp_path / "whole" / "a" / "train.bin")
+    assert len(index) == len(a) + 1
+    assert sorted(p.name for p in (tmp_path / "whole" / "b").iterdir()) == [
+        "train.bin", "train.bin.json", "train.idx.npy"]
+
+
+def test_inputs_mapping_to_one_output_are_refused_before_encoding(tok, tmp_path):
+    write(tmp_path / "x.parquet", DOCS[:10])
+    table = pa.table({"text": pa.array(DOCS[:5])})
+    with pa.ipc.new_file(str(tmp_path / "x.arrow"), table.schema) as w:
+        w.write_table(table)
+    with pytest.raises(fb.EncodeOptionsError) as info:
+        fb.encode_parquet(tok, [tmp_path / "x.parquet", tmp_path / "x.arrow"], tmp_path / "o")
+    assert "x.parquet" in str(info.value) and "x.arrow" in str(info.value)
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").iterdir())
+    (tmp_path / "e").mkdir()
+    write(tmp_path / "e" / "y.parquet", DOCS[:10])
+    with pytest.raises(fb.EncodeOptionsError, match="given twice"):
+        fb.encode_parquet(tok, [tmp_path / "e" / "y.parquet", tmp_path / "e"], tmp_path / "o2")
+    assert not (tmp_path / "o2").exists()
+
+
+def test_identity_is_recorded(tok, tmp_path):
+    import hashlib
+
+    from fastbpe_nb.io.model_file import model_to_json
+
+    write(tmp_path / "in.parquet", DOCS[:20])
+    fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o")
+    fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "b", format="bin")
+    st = os.stat(tmp_path / "in.parquet")
+    sha = hashlib.sha256(model_to_json(tok).encode()).hexdigest()
+    meta = json.loads(pq.read_schema(tmp_path / "o" / "in.parquet").metadata[b"fastbpe_nb.encode"])
+    marker = json.loads((tmp_path / "b" / "in.bin.json").read_text())
+    for rec in (meta, marker):
+        assert rec["model_sha256"] == sha
+        assert rec["input"]["size"] == st.st_size and rec["input"]["mtime_ns"] == st.st_mtime_ns
+        assert rec["input"]["rows"] == 20
+    assert meta["dtype"] == "int32" and marker["dtype"] == "uint16"
+    assert marker["bin_bytes"] == os.path.getsize(tmp_path / "b" / "in.bin")
+
+
+def test_resume_reencodes_what_another_model_input_or_option_made(tok, tmp_path):
+    other = fb.train(DOCS, vocab_size=300, special_tokens=["<|endoftext|>", "<|pad|>"])
+    write(tmp_path / "in.parquet", DOCS[:30])
+    src, out = tmp_path / "in.parquet", tmp_path / "o"
+    fb.encode_parquet(other, src, out)
+    rep = fb.encode_parquet(tok, src, out, resume=True)
+    assert rep["skipped_complete"] == [] and "another model" in rep["reencoded"][0]["reason"]
+    assert ids_of(out / "in.parquet") == expected_ids(tok, DOCS[:30])
+    rep = fb.encode_parquet(tok, src, out, resume=True)
+    assert rep["skipped_complete"] == [str(src)] and rep["reencoded"] == []
+    opts = {}
+    for change, key in (({"dtype": "uint16"}, "dtype"), ({"keep_columns": ["n"]}, "keep_columns"),
+                        ({"special": "text"}, "special")):
+        opts.update(change)
+        rep = fb.encode_parquet(tok, src, out, resume=True, **opts)
+        assert key in rep["reencoded"][0]["reason"], rep
+    assert pq.read_table(out / "in.parquet").column_names == ["ids", "n"]
+    # The input rewritten (same name): encoded again.
+    write(src, DOCS[40:75])
+    rep = fb.encode_parquet(tok, src, out, resume=True, **opts)
+    assert "input changed" in rep["reencoded"][0]["reason"]
+    assert ids_of(out / "in.parquet") == [tok.encode_ordinary(d) for d in DOCS[40:75]]
+    # Bin: another separator, another model.
+    fb.encode_parquet(tok, src, tmp_path / "b", format="bin")
+    rep = fb.encode_parquet(tok, src, tmp_path / "b", format="bin", separator="<|pad|>",
+                            resume=True)
+    assert "separator_id" in rep["reencoded"][0]["reason"]
+    rep = fb.encode_parquet(other, src, tmp_path / "b", format="bin", separator="<|pad|>",
+                            resume=True)
+    assert "another model" in rep["reencoded"][0]["reason"]
+    ids, index = fb.read_bin(tmp_path / "b" / "in.bin")
+    assert ids[index[0] : index[1] - 1].tolist() == other.encode(DOCS[40])
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test, restoring it after."""
+    old = os.umask(0o022)
+    yield lambda mask: os.umask(mask)
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_written_files_follow_the_umask(tok, tmp_path, umask, mask):
+    write(tmp_path / "in.parquet", DOCS[:10])
+    umask(mask)
+    out = tmp_path / "out"
+    tok.save(tmp_path / "m.json")
+    tok.to_tiktoken(tmp_path / "m.tiktoken")
+    tok.to_huggingface(tmp_path / "tokenizer.json")
+    fb.count_to_file([tmp_path / "in.parquet"], tmp_path / "counts.arrow")
+    fb.train_sentencepiece(DOCS[:20], vocab_size=400).save(tmp_path / "sp.model")
+    fb.encode_parquet(tok, tmp_path / "in.parquet", out / "p")
+    fb.encode_parquet(tok, tmp_path / "in.parquet", out / "b", format="bin")
+    files = [tmp_path / n for n in ("m.json", "m.tiktoken", "tokenizer.json", "counts.arrow",
+                                    "sp.model")]
+    files += [out / "p" / "in.parquet"] + list((out / "b").iterdir())
+    assert len(files) == 9
+    for f in files:
+        assert oct(f.stat().st_mode & 0o777) == oct(0o666 & ~mask), f
+    # Replacing a file keeps its mode, as open() would.
+    os.chmod(tmp_path / "m.json", 0o640)
+    tok.save(tmp_path / "m.json")
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o640
+
+
+def test_kept_columns_are_checked(tok, tmp_path):
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": DOCS[:5], "ids": list(range(5)), "n": list(range(5))}), path)
+    with pytest.raises(fb.EncodeOptionsError, match="'ids'"):
+        fb.encode_parquet(tok, path, tmp_path / "o", keep_columns=["ids"])
+    with pytest.raises(fb.EncodeOptionsError, match="bin"):
+        fb.encode_parquet(tok, path, tmp_path / "o", keep_columns=["n"], format="bin")
+    with pytest.raises(fb.EncodeOptionsError, match="twice"):
+        fb.encode_parquet(tok, path, tmp_path / "o", keep_columns=["n", "n"])
+    with pytest.raises(fb.CorpusReadError) as info:
+        fb.encode_parquet(tok, path, tmp_path / "o", keep_columns=["n", "lang"])
+    assert "in.parquet" in str(info.value) and "'lang'" in str(info.value)
+    assert not (tmp_path / "o" / "in.parquet").exists()
+    # The text column itself can be kept (it was silently dropped).
+    fb.encode_parquet(tok, path, tmp_path / "o", keep_columns=["text", "n"])
+    out = pq.read_table(tmp_path / "o" / "in.parquet")
+    assert out.column_names == ["ids", "text", "n"] and out.column("text").to_pylist() == DOCS[:5]
+    model = tmp_path / "m.json"
+    tok.save(model)
+    assert cli("encode", "--model", model, path, "-o", tmp_path / "c", "--keep-columns", "n",
+               "--format", "bin", "-q") == 2
+
+
+def test_output_over_the_inputs_is_refused(tok, tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    write(d / "in.parquet", DOCS[:10])
+    before = (d / "in.parquet").read_bytes()
+    (tmp_path / "link").symlink_to(d)
+    for inputs, output in ((d, d), (d, d / "encoded"), (d / "in.parquet", d),
+                           (d / "in.parquet", tmp_path / "link"), (tmp_path / "link", d / "x"),
+                           (str(d / "**" / "*.parquet"), d / "enc"),
+                           (str(tmp_path / "*" / "*.parquet"), tmp_path / "out")):
+        with pytest.raises(fb.EncodeOptionsError):
+            fb.encode_parquet(tok, inputs, output)
+    assert (d / "in.parquet").read_bytes() == before
+    # Beside the inputs is fine (a glob that cannot match the outputs).
+    fb.encode_parquet(tok, str(d / "*.parquet"), d / "enc")
+    assert ids_of(d / "enc" / "in.parquet") == expected_ids(tok, DOCS[:10])
+
+
+def fail_fsync_of(monkeypatch, suffix):
+    """os.fsync raises ENOSPC for the temporary file of an output ending in ``suffix``."""
+    import errno
+
+    real = os.fsync
+
+    def fsync(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if os.path.basename(name).startswith(".tmp-") and name.endswith(suffix):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_fault_on_the_bin_marker_leaves_an_incomplete_output(tok, tmp_path, monkeypatch):
+    write(tmp_path / "in.parquet", DOCS[:40])
+    out = tmp_path / "o"
+    with monkeypatch.context() as m:
+        fail_fsync_of(m, ".bin.json")
+        with pytest.raises(OSError) as info:
+            fb.encode_parquet(tok, tmp_path / "in.parquet", out, format="bin")
+    assert info.value.errno == 28 and "in.bin.json" in str(info.value)
+    assert sorted(p.name for p in out.iterdir()) == ["in.bin", "in.idx.npy"]
+    with pytest.raises(fb.FastBPEError, match="in.bin.*marker"):
+        fb.read_bin(out / "in.bin")
+    rep = fb.encode_parquet(tok, tmp_path / "in.parquet", out, format="bin", resume=True)
+    assert rep["skipped_complete"] == [] and "incomplete" in rep["reencoded"][0]["reason"]
+    ids, index = fb.read_bin(out / "in.bin")
+    assert len(index) == 41
+    # A .bin cut short after the marker was written: refused by read_bin, redone by resume.
+    with open(out / "in.bin", "r+b") as f:
+        f.truncate(os.path.getsize(out / "in.bin") - 2)
+    with pytest.raises(fb.FastBPEError, match="inconsistent"):
+        fb.read_bin(out / "in.bin")
+    rep = fb.encode_parquet(tok, tmp_path / "in.parquet", out, format="bin", resume=True)
+    assert "incomplete" in rep["reencoded"][0]["reason"]
+    assert fb.read_bin(out / "in.bin")[1].tolist() == index.tolist()
+
+
+def test_a_fault_before_the_marker_keeps_no_stale_marker(tok, tmp_path, monkeypatch):
+    # A complete output from another model, then a run that fails writing the index: the
+    # old marker must not vouch for the new .bin.
+    other = fb.train(DOCS, vocab_size=300, special_tokens=["<|endoftext|>"])
+    write(tmp_path / "in.parquet", DOCS[:40])
+    out = tmp_path / "o"
+    fb.encode_parquet(other, tmp_path / "in.parquet", out, format="bin")
+    with monkeypatch.context() as m:
+        fail_fsync_of(m, ".idx.npy")
+        with pytest.raises(OSError):
+            fb.encode_parquet(tok, tmp_path / "in.parquet", out, format="bin")
+    ids, _ = fb.read_bin(out / "in.bin")  # the old output is untouched and complete
+    assert ids[: len(other.encode(DOCS[0]))].tolist() == other.encode(DOCS[0])
+    # A fault on the new marker, after the new .bin is in place: the old marker is gone too.
+    with monkeypatch.context() as m:
+        fail_fsync_of(m, ".bin.json")
+        with pytest.raises(OSError):
+            fb.encode_parquet(tok, tmp_path / "in.parquet", out, format="bin")
+    assert sorted(p.name for p in out.iterdir()) == ["in.bin", "in.idx.npy"]
+    with pytest.raises(fb.OutputError, match="marker"):
+        fb.read_bin(out / "in.bin")
+
+
+def test_zero_rows_and_only_nulls(tok, tmp_path):
+    schema = pa.schema([("text", pa.large_string()), ("n", pa.int16()), ("tag", pa.string())])
+    pq.write_table(schema.empty_table(), tmp_path / "empty.parquet")
+    pq.write_table(pa.table({"text": pa.array([None, None], pa.large_string()),
+                             "n": pa.array([1, 2], pa.int16()), "tag": ["x", "y"]}),
+                   tmp_path / "nulls.parquet")
+    for name, rows in (("empty", 0), ("nulls", 2)):
+        src = tmp_path / f"{name}.parquet"
+        fb.encode_parquet(tok, src, tmp_path / "bin", format="bin")
+        ids, index = fb.read_bin(tmp_path / "bin" / f"{name}.bin")
+        assert len(ids) == 0 and index.tolist() == [0]
+        fb.encode_parquet(tok, src, tmp_path / "pq", keep_columns=["n", "tag"])
+        out = pq.read_table(tmp_path / "pq" / f"{name}.parquet")
+        assert out.num_rows == rows and out.column_names == ["ids", "n", "tag"]
+        assert out.schema.field("n").type == pa.int16() and out.schema.field("tag").type == pa.string()
+        assert out.column("ids").to_pylist() == [None] * rows
+
+
+def test_stale_temp_files_are_removed_live_ones_kept(tok, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from fastbpe_nb.io import atomic
+
+    write(tmp_path / "in.parquet", DOCS[:10])
+    out = tmp_path / "o"
+    (out / "sub").mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        def temp(folder, pid, name, host=atomic._HOST):
+            p = folder / f".tmp-{pid}-{host}-0123abcd-{name}"
+            p.write_bytes(b"partial")
+            return p
+
+        stale = [temp(out, dead.pid, "in.parquet"), temp(out / "sub", dead.pid, "x.bin")]
+        kept = [temp(out, live.pid, "in.parquet"), temp(out, os.getpid(), "in.parquet"),
+                temp(out, dead.pid, "x.bin", host="ffffffff"), out / ".tmp-partial-b.parquet",
+                out / ".tmp-abcd1234-fresh.parquet", out / "notes.txt"]
+        for p in kept[3:]:
+            p.write_bytes(b"x")
+        old = [out / ".tmp-abcd1234-old.parquet", temp(out, dead.pid, "y.bin", host="ffffffff")]
+        for p in old:
+            p.write_bytes(b"x")
+            os.utime(p, (time.time() - 2 * 86400,) * 2)
+        rep = fb.encode_parquet(tok, tmp_path / "in.parquet", out)
+        assert rep["stale_temp_files_removed"] == 4
+        assert not any(p.exists() for p in stale + old)
+        assert all(p.exists() for p in kept)
+    finally:
+        live.kill()
+        live.wait()
+    # Our temporary files carry our pid (and leave nothing behind).
+    assert atomic.temp_path(str(out / "x")).split("/")[-1].startswith(f".tmp-{os.getpid()}-")
+
+
+def read_only_folder(path):
+    """A folder nobody can create files in (chmod; as root, chattr +i); None if impossible."""
+    import shutil
+    import subprocess
+
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        return lambda: path.chmod(0o755)
+    if shutil.which("chattr") and subprocess.run(["chattr", "+i", str(path)],
+                                                 capture_output=True).returncode == 0:
+        return lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
+    return None
+
+
+def test_unwritable_output_fails_before_the_work(tok, tmp_path, monkeypatch, capsys):
+    import fastbpe_nb.tokenizer as tokenizer
+    import fastbpe_nb.trainer as trainer
+
+    def never(*a, **k):
+        raise AssertionError("the long work started before the output was checked")
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("some text to train on " * 20)
+    write(tmp_path / "in.parquet", DOCS[:10])
+    model = tmp_path / "m.json"
+    tok.save(model)
+    monkeypatch.setattr(trainer, "count_files", never)
+    monkeypatch.setattr(tokenizer.Tokenizer, "_encode_arrow_flat", never)
+    cases = [("train", corpus, "-o", "{}/model.json"), ("count", corpus, "-o", "{}/counts.arrow"),
+             ("encode", "--model", model, tmp_path / "in.parquet", "-o", "{}/out")]
+    missing = tmp_path / "missing" / "deeper"
+    for args in cases[:2]:
+        assert cli(*[str(a).format(missing) for a in args]) == 2
+        assert "no such folder" in capsys.readouterr().err
+    ro = tmp_path / "ro"
+    restore = read_only_folder(ro)
+    if restore is None:
+        pytest.skip("cannot make a read-only folder here")
+    try:
+        for args in cases:
+            assert cli(*[str(a).format(ro) for a in args]) == 2
+            err = capsys.readouterr().err
+            assert str(ro) in err and ("cannot write" in err or "cannot create" in err), err
+        with pytest.raises(fb.OutputError):
+            fb.encode_parquet(tok, tmp_path / "in.parquet", ro)
+    finally:
+        restore()
+
+
+def test_no_input_found_is_an_error(tok, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(fb.CorpusReadError) as info:
+        fb.encode_parquet(tok, tmp_path / "empty", tmp_path / "o")
+    assert str(tmp_path / "empty") in str(info.value) and ".parquet" in str(info.value)
+    (tmp_path / "empty" / "notes.txt").write_text("not a table")
+    with pytest.raises(fb.CorpusReadError, match="1 other file"):
+        fb.encode_parquet(tok, tmp_path / "empty", tmp_path / "o", count_only=True)
+    model = tmp_path / "m.json"
+    tok.save(model)
+    assert cli("encode", "--model", model, tmp_path / "empty", "-o", tmp_path / "o") == 2
+    assert "no Parquet or Arrow input found" in capsys.readouterr().err
+    assert cli("encode", "--model", model, "-o", tmp_path / "o") == 2
+    # Inside a folder, files that are not tables are listed, not read.
+    write(tmp_path / "empty" / "in.parquet", DOCS[:4])
+    rep = fb.encode_parquet(tok, tmp_path / "empty", tmp_path / "o")
+    assert rep["rows"] == 4 and rep["ignored_files"] == [str(tmp_path / "empty" / "notes.txt")]
+
+
+def test_small_row_groups_are_gathered_into_few_encoder_calls(tok, tmp_path, monkeypatch):
+    import fastbpe_nb.io.arrow_text as arrow_text
+
+    docs = (DOCS * 5)[:1195] + ["bad <|endoftext|> row"] + DOCS[:4]
+    write(tmp_path / "in.parquet", docs, row_group_size=10)
+    assert pq.ParquetFile(tmp_path / "in.parquet").metadata.num_row_groups == 120
+    calls = []
+    real = type(tok)._encode_arrow_flat
+
+    def counting(self, col, *a, **k):
+        calls.append(len(col))
+        return real(self, col, *a, **k)
+
+    monkeypatch.setattr(type(tok), "_encode_arrow_flat", counting)
+    rep = fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o", special="text")
+    assert calls == [1200] and rep["encoder_calls"] == 1
+    assert ids_of(tmp_path / "o" / "in.parquet") == [tok.encode_ordinary(d) for d in docs]
+    # Row numbers stay the file's.
+    with pytest.raises(fb.DisallowedSpecialTokenError, match="row 1195"):
+        fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o2")
+    # The slice size still bounds one call: ~2 KB slices of the ~25 KB of text.
+    calls.clear()
+    monkeypatch.setattr(arrow_text, "SLICE_BYTES", 2000)
+    fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o3", special="text")
+    assert 10 < len(calls) < 40 and sum(calls) == 1200
+    assert ids_of(tmp_path / "o3" / "in.parquet") == [tok.encode_ordinary(d) for d in docs]

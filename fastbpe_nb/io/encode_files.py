@@ -1,106 +1,315 @@
-"""Batch-encode Parquet / Arrow datasets into token ids, streamed row group by row group.
+"""Batch-encode Parquet / Arrow datasets into token ids, streamed in slices of ~8 MB of text.
 
-Two output forms, one output file per input file in the output folder (so that a run can
-resume file by file):
+Layout
+------
+One output per input file, at the input's path relative to the common parent of the
+inputs (a folder given is its own root, a glob's root is its folder before the first
+wildcard, a file's root is its folder), with the extension replaced:
+``encode(["dup/a/train.parquet", "dup/b/train.parquet"], "out")`` writes
+``out/a/train.parquet`` and ``out/b/train.parquet``. Two inputs that would still map to one
+output (``x.parquet`` and ``x.arrow``, or a file given twice) are refused before anything
+is encoded, naming both; so is an output folder that is, or is inside, an input folder,
+and any output path that is an input path. Inside a folder or a glob, files that are not
+Parquet/Arrow by their name are not read (listed in the report as ``ignored_files``).
+
+Two output forms:
 
 * ``format="parquet"``: ``<stem>.parquet`` with one row per input row, in order, the ids as a
   ``list<int32>`` column (``uint16`` / ``uint32`` choosable) named ``ids``, nulls kept as
-  nulls, and optionally other input columns carried along. Page checksums are on.
+  nulls, and optionally other input columns carried along with their input types (also
+  for an input of zero rows). Page checksums are on.
 * ``format="bin"``: ``<stem>.bin``, the ids of every non-null row as one flat little-endian
   array (``uint16`` when the vocabulary fits, else ``uint32``), each document followed by
   the separator token, plus ``<stem>.idx.npy``: int64 offsets (in tokens) of each document's
   start and, last, the total length. This is the layout language-model training scripts
-  memory-map (``np.memmap(path, dtype=np.uint16, mode="r")``).
+  memory-map (``np.memmap(path, dtype=np.uint16, mode="r")``; ``read_bin`` checks it first).
+  ``<stem>.bin.json`` is the completeness marker: it is removed before the ``.bin`` and
+  ``.idx.npy`` of a new run replace the old ones and written last (atomically), with the
+  byte sizes of both; a ``.bin`` without a marker (or with sizes that disagree) is
+  incomplete and ``read_bin`` refuses it. The three renames happen under an exclusive
+  ``flock`` of the folder, so concurrent writers of one output cannot interleave them.
 
-Every output is written to a temporary name and renamed when complete, so an output that
-exists is complete: ``resume=True`` skips input files whose outputs exist (and, for Parquet,
-have the input's row count). A corrupt input raises ``CorpusReadError`` naming it; the
-outputs of the files before it are kept.
+Identity: every output records (Parquet: the schema metadata key ``fastbpe_nb.encode``; bin:
+the marker) the SHA-256 of the model's canonical serialization (``model_to_json``), the
+input's size, ``mtime_ns`` and row count, and the options that change the ids (column,
+format, dtype, separator, special policy, kept columns). ``resume=True`` skips an input
+whose output is complete and whose record matches; any other output is encoded again, and
+the report's ``reencoded`` says which and why. An input that changes while it is read
+raises ``CorpusReadError`` (its output is not written).
+
+Every file is written to a temporary name (``.tmp-<pid>-<host>-<random>-<name>``, see
+``atomic.py``) and renamed when complete; a run removes the temporary files that killed
+runs left in its output folder (``stale_temp_files_removed``), never those of a live
+writer. A corrupt input raises ``CorpusReadError`` naming it; the outputs of the files
+before it are kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import time
 
 import numpy as np
 
-from ..errors import CorpusReadError, DisallowedSpecialTokenError, FastBPEError, InvalidUTF8Error
+from ..errors import (CorpusReadError, DisallowedSpecialTokenError, EncodeOptionsError,
+                      InvalidUTF8Error, OutputError)
+from . import arrow_text
 from .arrow_text import parquet_batch_rows
-from .atomic import atomic_write
-from .corpus import expand_paths, file_kind
+from .atomic import (PendingFile, atomic_write, check_writable, folder_lock, fsync_dir,
+                     name_error, remove_stale_temps)
+from .corpus import ARROW_SUFFIXES, PARQUET_SUFFIXES, expand_paths, file_kind
 
 SPECIAL_POLICIES = ("error", "allow", "text")
+TABLE_SUFFIXES = PARQUET_SUFFIXES + ARROW_SUFFIXES
+#: Key of the identity record in an output Parquet file's schema metadata.
+META_KEY = "fastbpe_nb.encode"
+#: Version of the identity record (outputs without one were made by an older version).
+LAYOUT_VERSION = 1
+#: At most this many rows per encoder call when small batches are gathered into a slice.
+SLICE_ROWS = 1 << 20
+_MAGIC = "*?["
 
 
-def _row_batches(path: str, columns: list[str]):
-    """Yield ``(row_offset, pa.Table)`` per Parquet row group or Arrow record batch."""
+# ----------------------------------------------------------------------------- planning
+@dataclasses.dataclass
+class _Spec:
+    spec: str  # the argument as given
+    kind: str  # "folder", "glob" or "file"
+    root: str  # absolute folder the relative output paths start from
+
+
+@dataclasses.dataclass
+class _Job:
+    path: str  # the input file
+    spec: str  # the argument that named it
+    outs: list  # parquet: [x.parquet]; bin: [x.bin, x.idx.npy, x.bin.json]
+
+
+def _spec_list(inputs) -> list[str]:
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    return [os.fspath(p) for p in inputs]
+
+
+def _glob_root(pattern: str) -> str:
+    """The folder of ``pattern`` before its first component holding a wildcard."""
+    parts = os.path.abspath(pattern).split(os.sep)
+    keep = []
+    for part in parts[:-1]:
+        if any(ch in part for ch in _MAGIC):
+            break
+        keep.append(part)
+    return os.sep.join(keep) or os.sep
+
+
+def _out_names(base: str, fmt: str) -> list[str]:
+    if fmt == "parquet":
+        return [base + ".parquet"]
+    return [base + ".bin", base + ".idx.npy", base + ".bin.json"]
+
+
+def _plan(inputs, output, fmt):
+    """``(jobs, ignored, specs)``: the input files, their outputs, the files not read."""
+    specs, found, ignored = [], [], []
+    for spec in _spec_list(inputs):
+        if os.path.isdir(spec):
+            kind, root = "folder", os.path.abspath(spec)
+        elif any(ch in spec for ch in _MAGIC):
+            kind, root = "glob", _glob_root(spec)
+        else:
+            kind, root = "file", os.path.dirname(os.path.abspath(spec))
+        specs.append(_Spec(spec, kind, root))
+        for path in expand_paths([spec]):
+            if not path.lower().endswith(TABLE_SUFFIXES):
+                if kind == "file":
+                    raise CorpusReadError(f"{path}: not a Parquet or Arrow file (encode reads "
+                                          f"tables: files ending in {', '.join(TABLE_SUFFIXES)})")
+                ignored.append(path)
+                continue
+            found.append((path, spec))
+    if not specs:
+        raise CorpusReadError("no input given (give Parquet/Arrow files, folders or globs)")
+    if not found:
+        extra = f"; {len(ignored)} other file(s) ignored" if ignored else ""
+        raise CorpusReadError(f"no Parquet or Arrow input found in {', '.join(s.spec for s in specs)} "
+                              f"(looked for files ending in {', '.join(TABLE_SUFFIXES)}{extra})")
+    roots = [s.root for s in specs] + [os.path.dirname(os.path.abspath(p)) for p, _ in found]
+    common = os.path.commonpath(roots)
+    jobs, taken, reals = [], {}, {}
+    for path, spec in found:
+        real = os.path.realpath(path)
+        if real in reals and reals[real] != path:
+            raise EncodeOptionsError(f"{reals[real]} and {path} are the same file (a link): its "
+                                     "rows would be encoded twice; name it once")
+        reals.setdefault(real, path)
+        rel = os.path.relpath(os.path.abspath(path), common)
+        base = os.path.splitext(rel)[0]
+        outs = [] if output is None else _out_names(os.path.join(os.fspath(output), base), fmt)
+        job = _Job(path, spec, outs)
+        for out in outs:
+            key = os.path.normcase(os.path.abspath(out))
+            if key in taken:
+                other = taken[key]
+                if os.path.realpath(other.path) == os.path.realpath(path):
+                    why = f"{path} is given twice (by {other.spec!r} and by {spec!r})"
+                else:
+                    why = f"{other.path} and {path} would both be encoded to {out}"
+                raise EncodeOptionsError(f"{why}: no row may be lost, so nothing was encoded; "
+                                         "rename one input or encode them into separate folders")
+            taken[key] = job
+        jobs.append(job)
+    return jobs, ignored, specs
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _check_not_over_inputs(jobs, specs, output) -> None:
+    """Refuse an output folder in an input folder, and any output that is an input."""
+    out_real = os.path.realpath(output)
+    for s in specs:
+        if s.kind == "folder" or (s.kind == "glob" and "**" in s.spec):
+            root = os.path.realpath(s.root)
+            if _inside(out_real, root):
+                where = "is" if out_real == root else "is inside"
+                raise EncodeOptionsError(
+                    f"the output folder {output} {where} the input folder {s.root} (of "
+                    f"{s.spec!r}): outputs would replace inputs or be read as inputs; choose an "
+                    "output folder outside the inputs")
+        elif s.kind == "file" and _inside(out_real, os.path.realpath(s.spec)):
+            raise EncodeOptionsError(f"the output folder {output} is the input file {s.spec}")
+    # (A glob without ``**`` cannot list the outputs: they lie deeper than its inputs.)
+    inputs = {os.path.realpath(j.path): j.path for j in jobs}
+    for job in jobs:
+        for out in job.outs:
+            real = os.path.realpath(out)
+            if real in inputs:
+                raise EncodeOptionsError(f"the output {out} would replace the input "
+                                         f"{inputs[real]}; choose another output folder")
+
+
+def _keep_list(keep_columns, column, fmt) -> list[str]:
+    keep = [keep_columns] if isinstance(keep_columns, str) else list(keep_columns or ())
+    if keep and fmt == "bin":
+        raise EncodeOptionsError(f"keep_columns {keep} cannot be carried into format='bin' (a "
+                                 "flat id array); use format='parquet' or drop keep_columns")
+    seen = set()
+    for c in keep:
+        if c == "ids":
+            raise EncodeOptionsError("keep_columns: the input column 'ids' cannot be kept: the "
+                                     "output column of the token ids is named 'ids' (rename the "
+                                     "input column first)")
+        if c in seen:
+            raise EncodeOptionsError(f"keep_columns names the column {c!r} twice")
+        seen.add(c)
+    return keep
+
+
+# ----------------------------------------------------------------------------- identity
+def model_sha256(tok) -> str:
+    """SHA-256 of the model's canonical serialization (the model file text)."""
+    from .model_file import model_to_json
+
+    return hashlib.sha256(model_to_json(tok).encode("utf-8")).hexdigest()
+
+
+def _input_identity(path: str) -> dict:
+    """``{"size", "mtime_ns", "rows"}`` of an input file (rows from its metadata)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise CorpusReadError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "rows": _input_rows(path)}
+
+
+def _input_rows(path: str) -> int | None:
+    """Rows of a Parquet/Arrow file from its metadata; None when it cannot be read."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
-    kind = file_kind(path)
     try:
-        if kind == "parquet":
-            pf = pq.ParquetFile(path)
-            names = pf.schema_arrow.names
-            missing = [c for c in columns if c not in names]
-            if missing:
-                raise CorpusReadError(f"{path}: no column {missing[0]!r} (columns: {names})")
-            row = 0
-            for rg in range(pf.num_row_groups):
-                # Stream each row group in record batches: a huge row group is never
-                # decoded whole (bounded memory whatever the writer chose).
-                try:
-                    rows = parquet_batch_rows(pf, rg)
-                    for batch in pf.iter_batches(batch_size=rows, row_groups=[rg], columns=columns):
-                        yield row, pa.Table.from_batches([batch])
-                        row += batch.num_rows
-                except CorpusReadError:
-                    raise
-                except Exception as exc:
-                    raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
-        elif kind == "arrow":
-            source = pa.memory_map(path, "r")
+        if file_kind(path) == "parquet":
+            return pq.ParquetFile(path).metadata.num_rows
+        with pa.memory_map(path, "r") as source:
             try:
                 reader = ipc.open_file(source)
-                batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+                return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
             except pa.ArrowInvalid:
                 source.seek(0)
-                batches = iter(ipc.open_stream(source))
-            row = 0
-            for batch in batches:
-                table = pa.Table.from_batches([batch])
-                missing = [c for c in columns if c not in table.schema.names]
-                if missing:
-                    raise CorpusReadError(f"{path}: no column {missing[0]!r}")
-                yield row, table.select(columns)
-                row += table.num_rows
-        else:
-            raise CorpusReadError(f"{path}: not a Parquet or Arrow file (encode reads tables)")
-    except CorpusReadError:
-        raise
-    except Exception as exc:
-        raise CorpusReadError(f"{path}: not a readable {kind} file ({exc})") from None
-
-
-def _n_rows(path: str) -> int | None:
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
+                return sum(b.num_rows for b in ipc.open_stream(source))
     except Exception:
         return None
 
 
-def _output_paths(path: str, out_dir: str, fmt: str):
-    stem = os.path.splitext(os.path.basename(path))[0]
+def _n_rows(path: str) -> int | None:
+    return _input_rows(path)
+
+
+_COMPARED = ("layout", "format", "model_sha256", "column", "dtype", "separator_id", "special",
+             "keep_columns")
+
+
+def _mismatch(found: dict, expected: dict) -> str | None:
+    """Why an output's record does not match this run (None: it matches)."""
+    if not isinstance(found, dict) or found.get("layout") != LAYOUT_VERSION:
+        return "no identity recorded (made by an older version)"
+    if found.get("model_sha256") != expected["model_sha256"]:
+        return "made with another model (model_sha256 differs)"
+    for key in _COMPARED:
+        if found.get(key) != expected[key]:
+            return f"{key} was {found.get(key)!r}, now {expected[key]!r}"
+    got, want = found.get("input") or {}, expected["input"]
+    for key in ("size", "mtime_ns", "rows"):
+        if got.get(key) != want[key]:
+            return f"the input changed ({key} was {got.get(key)!r}, now {want[key]!r})"
+    return None
+
+
+def _complete(job: _Job, fmt: str, expected: dict):
+    """``(complete, reason)``: reason says why an existing output is not reusable (None
+    when there is no output at all)."""
+    import pyarrow.parquet as pq
+
     if fmt == "parquet":
-        return [os.path.join(out_dir, stem + ".parquet")]
-    return [os.path.join(out_dir, stem + ".bin"), os.path.join(out_dir, stem + ".idx.npy")]
+        out = job.outs[0]
+        if not os.path.exists(out):
+            return False, None
+        try:
+            pf = pq.ParquetFile(out)
+            raw = (pf.schema_arrow.metadata or {}).get(META_KEY.encode())
+            found = json.loads(raw) if raw is not None else None
+            rows = pf.metadata.num_rows
+        except Exception as exc:
+            return False, f"unreadable output ({exc})"
+        reason = _mismatch(found, expected)
+        if reason is None and rows != expected["input"]["rows"]:
+            reason = f"the output has {rows} rows, the input {expected['input']['rows']}"
+        return reason is None, reason
+    bin_path, idx_path, marker = job.outs
+    with folder_lock(os.path.dirname(os.path.abspath(bin_path)), exclusive=False):
+        if not os.path.exists(marker):
+            if os.path.exists(bin_path) or os.path.exists(idx_path):
+                return False, f"incomplete (no marker {os.path.basename(marker)})"
+            return False, None
+        try:
+            with open(marker, encoding="utf-8") as f:
+                found = json.load(f)
+            sizes = (os.path.getsize(bin_path), os.path.getsize(idx_path))
+        except (OSError, ValueError) as exc:
+            return False, f"incomplete ({exc})"
+        reason = _mismatch(found, expected)
+        if reason is None and sizes != (found.get("bin_bytes"), found.get("idx_bytes")):
+            reason = (f"incomplete (.bin/.idx.npy are {sizes[0]}/{sizes[1]} bytes, the marker "
+                      f"says {found.get('bin_bytes')}/{found.get('idx_bytes')})")
+        return reason is None, reason
 
 
+# ----------------------------------------------------------------------------- encoding
 def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=None,
                    keep_columns=(), special="error", separator=None, resume=False,
                    count_only=False, progress=False, num_threads=None):
@@ -111,23 +320,33 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     tok : Tokenizer
     inputs : path, glob, folder, or a list of them
     output : str
-        Output folder (created if missing); one output per input file.
+        Output folder (created if missing); one output per input file, at the input's path
+        relative to the inputs' common parent (see the module docstring).
     column : str
         The text column (``string`` or ``large_string``).
     format : {"parquet", "bin"}
     dtype : {"int32", "uint16", "uint32"}, optional
         Id type. Parquet default int32; bin default uint16 when the vocabulary fits.
     keep_columns : sequence of str
-        Parquet output: input columns copied next to ``ids``.
+        Parquet output: input columns copied next to ``ids`` (not ``ids`` itself).
     special : {"error", "allow", "text"}
         A row holding a registered special token: raise ``DisallowedSpecialTokenError``
         naming the file and row (default), encode it as the special id, or as plain text.
     separator : str or int, optional
         Bin output: token after each document (default ``<|endoftext|>`` when registered).
     resume : bool
-        Skip input files whose outputs are already complete.
+        Skip input files whose outputs are complete and were made from the same input,
+        model and options; encode the others again (``reencoded`` in the report).
     count_only : bool
         Count tokens per file without writing ids.
+
+    Returns
+    -------
+    dict
+        ``files`` (one report per encoded file), ``rows``, ``null_rows``, ``tokens``,
+        ``bytes``, ``skipped_complete``, ``reencoded`` (``{"path", "output", "reason"}``),
+        ``ignored_files``, ``stale_temp_files_removed``, ``encoder_calls``, ``seconds``,
+        ``mb_per_second``.
     """
     if format not in ("parquet", "bin"):
         raise ValueError(f"format must be 'parquet' or 'bin', not {format!r}")
@@ -136,37 +355,53 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     check_num_threads(num_threads)  # before any output exists
     if special not in SPECIAL_POLICIES:
         raise ValueError(f"special must be one of {SPECIAL_POLICIES}, not {special!r}")
+    keep = _keep_list(keep_columns, column, format)
     allowed = "all" if special == "allow" else ()
     disallowed = () if special == "text" else "all"
     allowed_set, disallowed_set = tok._special_sets(allowed, disallowed)
     np_dtype = _id_dtype(tok, format, dtype)
     sep_id = _separator_id(tok, separator) if format == "bin" and not count_only else None
-    files = expand_paths(inputs)
-    if not count_only:
-        os.makedirs(output, exist_ok=True)
-    n_threads = num_threads or os.cpu_count() or 1
+    if output is None and not count_only:
+        raise EncodeOptionsError("an output folder is needed (or count_only=True)")
+    jobs, ignored, specs = _plan(inputs, None if count_only else output, format)
     report = {"files": [], "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
-              "skipped_complete": []}
+              "skipped_complete": [], "reencoded": [], "ignored_files": ignored,
+              "stale_temp_files_removed": 0, "encoder_calls": 0}
+    if not count_only:
+        output = os.fspath(output)
+        _check_not_over_inputs(jobs, specs, output)
+        check_writable(output, create=True)
+        report["stale_temp_files_removed"] = len(remove_stale_temps(output, recursive=True))
+    settings = {"layout": LAYOUT_VERSION, "format": format, "column": column,
+                "dtype": np_dtype.name, "separator_id": sep_id, "special": special,
+                "keep_columns": keep, "model_sha256": None if count_only else model_sha256(tok)}
+    n_threads = num_threads or os.cpu_count() or 1
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=sum(_n_rows(f) or 0 for f in files) or None, desc="encoding",
+        bar = tqdm(total=sum(_n_rows(j.path) or 0 for j in jobs) or None, desc="encoding",
                    unit="row", dynamic_ncols=True)
     t0 = time.perf_counter()
     try:
-        for path in files:
-            outs = [] if count_only else _output_paths(path, output, format)
-            if resume and outs and _complete(path, outs, format):
-                report["skipped_complete"].append(path)
-                if bar is not None:
-                    bar.update(_n_rows(path) or 0)
-                continue
-            columns = [column] + [c for c in keep_columns if c != column]
-            file_report = _encode_one(tok, path, outs, column, columns, format, np_dtype, sep_id,
-                                      allowed_set, disallowed_set, n_threads, count_only, bar)
+        for job in jobs:
+            record = dict(settings, input=dict(_input_identity(job.path),
+                                               path=os.path.abspath(job.path)))
+            if resume and job.outs:
+                complete, reason = _complete(job, format, record)
+                if complete:
+                    report["skipped_complete"].append(job.path)
+                    if bar is not None:
+                        bar.update(record["input"]["rows"] or 0)
+                    continue
+                if reason is not None:
+                    report["reencoded"].append({"path": job.path, "output": job.outs[0],
+                                                "reason": reason})
+            file_report = _encode_one(tok, job, column, keep, format, np_dtype, sep_id,
+                                      allowed_set, disallowed_set, n_threads, count_only, bar,
+                                      record)
             report["files"].append(file_report)
-            for key in ("rows", "null_rows", "tokens", "bytes"):
+            for key in ("rows", "null_rows", "tokens", "bytes", "encoder_calls"):
                 report[key] += file_report[key]
     finally:
         if bar is not None:
@@ -201,31 +436,165 @@ def _separator_id(tok, separator):
     return int(separator)
 
 
-def _complete(path, outs, fmt) -> bool:
-    if not all(os.path.exists(o) for o in outs):
-        return False
-    if fmt == "parquet":
-        expected = _n_rows(path)
-        got = _n_rows(outs[0])
-        return expected is not None and expected == got
-    return True
+def _open_input(path: str, columns: list[str]):
+    """``(schema, batches)``: the input's Arrow schema (checked for ``columns``) and an
+    iterator of ``(row_offset, RecordBatch)`` of those columns, in file order."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    kind = file_kind(path)
+    if kind not in ("parquet", "arrow"):
+        raise CorpusReadError(f"{path}: not a Parquet or Arrow file (encode reads tables)")
+    try:
+        if kind == "parquet":
+            pf = pq.ParquetFile(path)
+            schema = pf.schema_arrow
+            batches = None
+        else:
+            source = pa.memory_map(path, "r")
+            try:
+                reader = ipc.open_file(source)
+                batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+            except pa.ArrowInvalid:
+                source.seek(0)
+                reader = ipc.open_stream(source)
+                batches = iter(reader)
+            schema = reader.schema
+    except Exception as exc:
+        raise CorpusReadError(f"{path}: not a readable {kind} file ({exc})") from None
+    names = schema.names
+    for k, c in enumerate(columns):
+        if c not in names:
+            what = f"no column {c!r}" if k == 0 else f"keep_columns: no column {c!r} to keep"
+            raise CorpusReadError(f"{path}: {what} (columns: {names})")
+        if names.count(c) > 1:
+            raise CorpusReadError(f"{path}: the column name {c!r} appears twice")
+    text_type = schema.field(columns[0]).type
+    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)):
+        raise CorpusReadError(f"{path}: column {columns[0]!r} has type {text_type}, not string")
+    schema = pa.schema([schema.field(c) for c in columns])
+    if kind == "parquet":
+        return schema, _parquet_batches(pf, path, columns)
+    return schema, _arrow_batches(batches, path, columns)
 
 
-def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed, disallowed,
-                n_threads, count_only, bar):
+def _row_group_runs(pf):
+    """Consecutive row groups gathered into runs of about SLICE_BYTES (uncompressed), so
+    that many small row groups cost one read, not one each."""
+    meta = pf.metadata
+    limit = arrow_text.SLICE_BYTES
+    run, size, rows = [], 0, 0
+    for rg in range(meta.num_row_groups):
+        g = meta.row_group(rg)
+        if run and (size + g.total_byte_size > limit or rows + g.num_rows > SLICE_ROWS):
+            yield run
+            run, size, rows = [], 0, 0
+        run.append(rg)
+        size += g.total_byte_size
+        rows += g.num_rows
+    if run:
+        yield run
+
+
+def _parquet_batches(pf, path, columns):
+    row = 0
+    for run in _row_group_runs(pf):
+        # Record batches of ~8 MB: a huge row group is never decoded whole.
+        rows = min(parquet_batch_rows(pf, rg) for rg in run)
+        try:
+            for batch in pf.iter_batches(batch_size=rows, row_groups=run, columns=columns,
+                                         use_threads=False):
+                yield row, batch
+                row += batch.num_rows
+        except CorpusReadError:
+            raise
+        except Exception as exc:
+            rg = _failing_row_group(pf, run, columns)
+            raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
+
+
+def _failing_row_group(pf, run, columns):
+    """The first row group of ``run`` that cannot be read alone (for the error message)."""
+    if len(run) == 1:
+        return run[0]
+    for rg in run:
+        try:
+            pf.read_row_group(rg, columns=columns, use_threads=False)
+        except Exception:
+            return rg
+    return f"{run[0]}-{run[-1]}"
+
+
+def _arrow_batches(batches, path, columns):
+    row = 0
+    try:
+        for batch in batches:
+            yield row, batch.select(columns)
+            row += batch.num_rows
+    except Exception as exc:
+        raise CorpusReadError(f"{path}: not a readable arrow file after row {row} ({exc})") from None
+
+
+def _slices(batches, column, path):
+    """Gather batches into consecutive row ranges of about SLICE_BYTES of text.
+
+    A batch over the limit is cut (``row_slices``: memory stays bounded by the slice, not
+    by the input's row-group size; one encoder call needs about 10-15 bytes per text
+    byte); small batches are gathered (the per-call overhead is then paid once per ~8 MB,
+    not once per tiny row group). Yields ``(first_row, pa.Table)``; rows keep their order
+    and row numbers are the file's. Output row groups follow the slices.
+    """
+    import pyarrow as pa
+
+    from .arrow_text import row_slices, text_buffers
+
+    limit = arrow_text.SLICE_BYTES
+    pending, size, rows, start = [], 0, 0, 0
+    for row0, batch in batches:
+        col = batch.column(column)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
+        _, offsets, _ = text_buffers(col)
+        for r0, r1 in row_slices(offsets):
+            nbytes = int(offsets[r1] - offsets[r0])
+            if pending and (size + nbytes > limit or rows + r1 - r0 > SLICE_ROWS):
+                yield start, pa.Table.from_batches(pending)
+                pending = []
+            if not pending:
+                start, size, rows = row0 + r0, 0, 0
+            pending.append(batch.slice(r0, r1 - r0))
+            size += nbytes
+            rows += r1 - r0
+    if pending:
+        yield start, pa.Table.from_batches(pending)
+
+
+def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowed,
+                n_threads, count_only, bar, record):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rep = {"path": path, "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0}
+    path = job.path
+    rep = {"path": path, "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
+           "encoder_calls": 0, "outputs": list(job.outs)}
+    columns = [column] + [c for c in keep if c != column]
     writer = None
-    ctx = None
+    pending = []
     idx_parts = []
     n_tokens_written = 0
     try:
+        in_schema, batches = _open_input(path, columns)
         if not count_only:
-            ctx = atomic_write(outs[0])
-            f = ctx.__enter__()
-        for row0, table in _slices(_row_batches(path, columns), column, path):
+            os.makedirs(os.path.dirname(os.path.abspath(job.outs[0])), exist_ok=True)
+            pending.append(PendingFile(job.outs[0]))
+            if fmt == "parquet":
+                fields = [pa.field("ids", pa.list_(pa.from_numpy_dtype(np_dtype)))]
+                fields += [in_schema.field(c) for c in keep]
+                schema = pa.schema(fields, metadata={META_KEY: json.dumps(record)})
+                writer = pq.ParquetWriter(pending[0].file, schema, write_page_checksum=True,
+                                          compression="zstd")
+        for row0, table in _slices(batches, column, path):
             col = table.column(column)
             col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
             try:
@@ -237,6 +606,7 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                 raise
             except InvalidUTF8Error as exc:  # a normalizing model needs text: name the file
                 raise InvalidUTF8Error(exc.row, exc.offset, exc.detail, exc.label, path) from None
+            rep["encoder_calls"] += 1
             rep["rows"] += len(valid)
             rep["null_rows"] += int((~valid).sum())
             rep["tokens"] += int(offsets[-1])
@@ -251,39 +621,36 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                 mask = None if valid.all() else pa.array(~valid)
                 lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values,
                                                  mask=mask)
-                arrays = [lists] + [table.column(c).combine_chunks() for c in columns[1:]]
-                out = pa.Table.from_arrays(arrays, names=["ids"] + columns[1:])
-                if writer is None:
-                    writer = pq.ParquetWriter(f, out.schema, write_page_checksum=True,
-                                              compression="zstd")
-                writer.write_table(out)
+                arrays = [lists] + [table.column(c).combine_chunks() for c in keep]
+                writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
             else:
                 # Null rows encode to nothing, so ``ids`` is already the valid documents'
                 # ids back to back: insert the separator after each of them.
                 ends = offsets[1:][valid]
                 flat = np.insert(ids.astype("<" + np_dtype.str[1:]), ends, sep_id)
-                f.write(flat.data)
+                pending[0].file.write(flat.data)
                 starts = (offsets[:-1][valid] + np.arange(len(ends))).astype(np.int64)
                 idx_parts.append(starts + n_tokens_written)
                 n_tokens_written += len(flat)
+        _check_unchanged(path, record, rep["rows"])
         if count_only:
             return rep
         if fmt == "parquet":
-            if writer is None:  # no row groups: still write a valid, empty file
-                schema = pa.schema([("ids", pa.list_(pa.from_numpy_dtype(np_dtype)))])
-                writer = pq.ParquetWriter(f, schema, write_page_checksum=True)
             writer.close()
             writer = None
-        ctx.__exit__(None, None, None)
-        ctx = None
-        if fmt == "bin":
-            index = np.concatenate(idx_parts + [np.array([n_tokens_written], np.int64)])
-            with atomic_write(outs[1]) as g:
-                np.save(g, index.astype("<i8"))
-            meta = {"dtype": np_dtype.name, "separator_id": sep_id, "documents": len(index) - 1,
-                    "tokens": n_tokens_written, "source": path}
-            with atomic_write(outs[0] + ".json", "w") as g:
-                g.write(json.dumps(meta, indent=2) + "\n")
+            pending[0].commit()
+            return rep
+        index = np.concatenate(idx_parts + [np.array([n_tokens_written], np.int64)])
+        pending.append(PendingFile(job.outs[1]))
+        np.save(pending[1].file, index.astype("<i8"))
+        for p in pending:
+            p.finish()
+        meta = {"dtype": np_dtype.name, "separator_id": sep_id, "documents": len(index) - 1,
+                "tokens": n_tokens_written, "source": path,
+                "bin_bytes": n_tokens_written * np_dtype.itemsize,
+                "idx_bytes": os.path.getsize(pending[1].tmp)}
+        meta.update(record)
+        _commit_bin(pending, job.outs[2], meta)
         return rep
     except BaseException as exc:
         if writer is not None:
@@ -291,30 +658,46 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                 writer.close()
             except Exception:
                 pass
-        if ctx is not None:
-            ctx.__exit__(type(exc), exc, exc.__traceback__)
+        for p in pending:
+            p.discard()
+        new = name_error(exc, job.outs[0]) if job.outs else exc
+        if new is not exc:
+            raise new from exc
         raise
 
 
-def _slices(batches, column, path):
-    """Cut each row group into consecutive row ranges of at most ~8 MB of text (SLICE_BYTES).
+def _check_unchanged(path, record, rows) -> None:
+    """An input rewritten while it was read gives an output of neither version: refuse."""
+    try:
+        st = os.stat(path)
+        now = (st.st_size, st.st_mtime_ns)
+    except OSError as exc:
+        raise CorpusReadError(f"{path}: vanished while being encoded ({exc.strerror})") from None
+    ident = record["input"]
+    if now != (ident["size"], ident["mtime_ns"]) or (ident["rows"] is not None
+                                                     and rows != ident["rows"]):
+        raise CorpusReadError(f"{path}: changed while being encoded (size, mtime or row count); "
+                              "its output was not written")
+    ident["rows"] = rows
 
-    Memory then stays bounded by the slice, not by the input's row-group size (one
-    encoder call needs about 10-15 bytes per text byte). Output row groups follow the
-    slices; rows keep their order.
+
+def _commit_bin(pending, marker, meta) -> None:
+    """Put ``.bin`` and ``.idx.npy`` in place, then the marker, under the folder's lock.
+
+    The old marker goes first: from then on until the new marker is in place the output
+    is incomplete, whatever happens (a kill, a full disk), and resume encodes it again.
     """
-    import pyarrow as pa
-
-    from .arrow_text import row_slices, text_buffers
-
-    for row0, table in batches:
-        col = table.column(column)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
-        combined = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        _, offsets, _ = text_buffers(combined)
-        for r0, r1 in row_slices(offsets):
-            yield row0 + r0, table.slice(r0, r1 - r0)
+    folder = os.path.dirname(os.path.abspath(marker))
+    with folder_lock(folder, exclusive=True):
+        try:
+            os.unlink(marker)
+            fsync_dir(folder)
+        except FileNotFoundError:
+            pass
+        for p in pending:
+            p.commit()
+        with atomic_write(marker, "w") as g:
+            g.write(json.dumps(meta, indent=2) + "\n")
 
 
 def _text_bytes(col) -> int:
@@ -325,13 +708,56 @@ def _text_bytes(col) -> int:
 
 
 def read_bin(bin_path):
-    """Memory-map a ``.bin`` token file: ``(ids, doc_offsets)`` (index from ``.idx.npy``)."""
+    """Memory-map a ``.bin`` token file: ``(ids, doc_offsets)`` (index from ``.idx.npy``).
+
+    Checks the completeness marker ``<bin>.json`` first (present, and recording the sizes
+    the two files have); raises OutputError naming the file otherwise. An output of no
+    document gives empty arrays.
+    """
     bin_path = os.fspath(bin_path)
     base = bin_path[:-4] if bin_path.endswith(".bin") else bin_path
-    with open(bin_path + ".json") as f:
-        meta = json.load(f)
-    ids = np.memmap(bin_path, dtype=np.dtype(meta["dtype"]).newbyteorder("<"), mode="r")
-    index = np.load(base + ".idx.npy")
-    if index[-1] != len(ids):
-        raise FastBPEError(f"{bin_path}: index says {index[-1]} tokens, file has {len(ids)}")
+    marker, idx_path = bin_path + ".json", base + ".idx.npy"
+    resume_hint = "encode it again (resume=True / --resume does that)"
+    with folder_lock(os.path.dirname(os.path.abspath(bin_path)), exclusive=False):
+        try:
+            with open(marker, encoding="utf-8") as f:
+                meta = json.load(f)
+        except FileNotFoundError:
+            raise OutputError(f"{bin_path}: incomplete output: its completeness marker {marker} "
+                              f"is missing (the run writing it was interrupted); {resume_hint}"
+                              ) from None
+        except (OSError, ValueError) as exc:
+            raise OutputError(f"{marker}: unreadable completeness marker ({exc}); "
+                              f"{resume_hint}") from None
+        try:
+            dtype = np.dtype(meta["dtype"]).newbyteorder("<")
+            bin_size = os.path.getsize(bin_path)
+            idx_size = os.path.getsize(idx_path)
+        except (KeyError, TypeError) as exc:
+            raise OutputError(f"{marker}: not a marker of ours ({exc})") from None
+        except OSError as exc:
+            raise OutputError(f"{exc.filename}: missing part of the output {bin_path}; "
+                              f"{resume_hint}") from None
+        if "bin_bytes" in meta and (bin_size, idx_size) != (meta["bin_bytes"], meta["idx_bytes"]):
+            raise OutputError(f"{bin_path}: inconsistent output: .bin/.idx.npy are {bin_size}/"
+                              f"{idx_size} bytes, the marker {marker} says {meta['bin_bytes']}/"
+                              f"{meta['idx_bytes']}; {resume_hint}")
+        if bin_size % dtype.itemsize:
+            raise OutputError(f"{bin_path}: {bin_size} bytes is not a whole number of "
+                              f"{dtype.name} ids")
+        if bin_size == 0:  # np.memmap cannot map 0 bytes
+            ids = np.zeros(0, dtype=dtype)
+            ids.flags.writeable = False
+        else:
+            ids = np.memmap(bin_path, dtype=dtype, mode="r")
+        try:
+            index = np.load(idx_path)
+        except Exception as exc:
+            raise OutputError(f"{idx_path}: unreadable index ({exc})") from None
+    if index.ndim != 1 or len(index) == 0 or index[-1] != len(ids):
+        raise OutputError(f"{bin_path}: index says {index[-1] if len(index) else None} tokens, "
+                          f"file has {len(ids)}")
+    if "documents" in meta and len(index) != meta["documents"] + 1:
+        raise OutputError(f"{bin_path}: index has {len(index) - 1} documents, the marker "
+                          f"says {meta['documents']}")
     return ids, index
