@@ -164,6 +164,16 @@ def _memory(text):
         raise FastBPEError(f"--max-memory: cannot read {text!r} (use e.g. 2G, 512M)") from None
 
 
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return value
+
+
 def _progress(args) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
@@ -186,7 +196,7 @@ def cmd_train(args) -> int:
     else:
         tok, report = fb.train_files(sources, column=args.column, on_bad_input=args.on_bad_input,
                                      max_memory=_memory(args.max_memory), return_report=True,
-                                     **options)
+                                     max_invalid_utf8=args.max_invalid_utf8, **options)
     tok.save(args.output)
     if args.trace:
         print_trace(tok)
@@ -209,7 +219,7 @@ def cmd_count(args) -> int:
     report = fb.count_to_file(args.files, args.output, column=args.column, pattern=pattern,
                               special_tokens=args.special or (), on_bad_input=args.on_bad_input,
                               progress=_progress(args), max_memory=_memory(args.max_memory),
-                              num_threads=args.threads)
+                              num_threads=args.threads, max_invalid_utf8=args.max_invalid_utf8)
     if not args.quiet:
         print(json.dumps(report, indent=2))
         print(f"wrote {args.output}: {report['unique_words']:,} unique words")
@@ -376,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--on-bad-input", default="error", choices=["error", "skip"],
                          help="an unreadable file: stop with an error, or skip it and report it")
         cmd.add_argument("--max-memory", help="stop with a clear error above this RSS (e.g. 2G)")
+        cmd.add_argument("--max-invalid-utf8", type=_fraction, metavar="FRACTION",
+                         help="share of invalid UTF-8 bytes a file may hold, each invalid "
+                         "sequence read as U+FFFD (default 0.01; 1 accepts any file)")
         cmd.add_argument("--threads", type=int, help="threads for counting (default: all cores)")
         cmd.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no report")
 

@@ -28,7 +28,7 @@ class WordCounter:
     """
 
     def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None):
-        self.pattern = pattern
+        self.pattern = pretokenize.resolve_pattern(pattern)
         self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
         self.num_threads = num_threads
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)

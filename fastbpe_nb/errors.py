@@ -81,3 +81,7 @@ class TrainingError(FastBPEError, ValueError):
 
 class CorpusReadError(FastBPEError, OSError):
     """A corpus file cannot be read (missing, truncated, corrupt)."""
+
+
+class PatternError(FastBPEError, ValueError):
+    """A pre-tokenization pattern is an invalid regex or an unknown pattern name."""

@@ -35,7 +35,9 @@ SPECIAL_POLICIES = ("error", "allow", "text")
 
 
 def _row_batches(path: str, columns: list[str]):
-    """Yield ``(row_offset, pa.Table)`` per Parquet row group or Arrow record batch."""
+    """Yield ``(row_offset, pa.Table)`` per Parquet row group, Arrow record batch or block
+    of JSONL lines (``columns[0]`` is the text column: a JSONL field of another type than
+    string is an error naming the line; null or absent is a null row)."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
@@ -61,6 +63,10 @@ def _row_batches(path: str, columns: list[str]):
                     raise
                 except Exception as exc:
                     raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
+        elif kind == "jsonl":
+            from .corpus import jsonl_tables
+
+            yield from jsonl_tables(path, columns)
         elif kind == "arrow":
             source = pa.memory_map(path, "r")
             try:
@@ -78,7 +84,8 @@ def _row_batches(path: str, columns: list[str]):
                 yield row, table.select(columns)
                 row += table.num_rows
         else:
-            raise CorpusReadError(f"{path}: not a Parquet or Arrow file (encode reads tables)")
+            raise CorpusReadError(f"{path}: not a Parquet, Arrow or JSONL file (encode reads "
+                                  "tables)")
     except CorpusReadError:
         raise
     except Exception as exc:
