@@ -142,13 +142,20 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def _read_texts(paths):
-    for path in paths:
-        try:
-            with open(path, "rb") as f:
-                yield f.read().decode("utf-8", "replace")
-        except OSError as exc:
-            raise FastBPEError(f"{path}: cannot read ({exc.strerror or exc})") from None
+def _corpus_texts(paths, args, pattern):
+    """The documents of corpus files for char-mode training, read as ``train_files`` reads
+    them (decompressed, BOM, JSONL/Parquet by --column, the invalid-UTF-8 policy). Text is
+    cut only at newlines between non-spaces, where char mode's words never cross."""
+    from .io.corpus import iter_batches
+
+    splittable = pattern == "default"  # whitespace-separated words: a newline ends one
+    for data, offsets in iter_batches(paths, args.column, on_bad_input=args.on_bad_input,
+                                      splittable=splittable,
+                                      max_invalid_utf8=0.01 if args.max_invalid_utf8 is None
+                                      else args.max_invalid_utf8):
+        raw = data.tobytes()
+        for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            yield raw[a:b].decode("utf-8")
 
 
 def _memory(text):
@@ -191,8 +198,9 @@ def cmd_train(args) -> int:
     if args.from_counts and args.files:
         raise FastBPEError("give either corpus files or --from-counts, not both")
     if args.base == "chars":
-        tok, report = fb.train(_read_texts(fb_paths(sources)), base="chars",
-                               end_of_word=args.end_of_word, return_report=True, **options)
+        texts = _corpus_texts(sources, args, options.get("pattern", "default"))
+        tok, report = fb.train(texts, base="chars", end_of_word=args.end_of_word,
+                               return_report=True, **options)
     else:
         tok, report = fb.train_files(sources, column=args.column, on_bad_input=args.on_bad_input,
                                      max_memory=_memory(args.max_memory), return_report=True,

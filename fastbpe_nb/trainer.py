@@ -422,8 +422,9 @@ def _rss_bytes() -> int:
 def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
     """``(chunk_bytes, max_chunk_bytes)`` for the text reader, held within ``max_memory``.
 
-    Counting one chunk holds about 10-15 bytes per text byte (the chunk, its pre-token
-    offsets, the kernel's tables), so under a budget no chunk may exceed 1/24 of it.
+    Counting one chunk holds about 10-15 bytes per text byte (the chunk and its copies,
+    its pre-token offsets, the kernel's tables) on top of the ~230 MiB that the loaded
+    kernels take, so under a budget no chunk may exceed 1/40 of it (10 MiB of 400 MiB).
     """
     from .io.corpus import default_max_chunk_bytes
 
@@ -433,7 +434,7 @@ def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
             raise ValueError(f"{name} must be an int >= 8, got {value!r}")
     limit = max_chunk_bytes or default_max_chunk_bytes(chunk_bytes)
     if max_memory is not None:
-        limit = min(limit, max(1 << 20, max_memory // 24))
+        limit = min(limit, max(1 << 20, max_memory // 40))
         chunk_bytes = min(chunk_bytes, max(1 << 16, limit // 2))
     return chunk_bytes, limit
 

@@ -425,22 +425,25 @@ def test_dangling_symlink(tmp_path):
     assert [s["path"] for s in report["files_skipped"]] == [str(corpus / "dangling.txt")]
 
 
-def test_unreadable_subfolder_is_not_silently_skipped(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root reads every folder")
+def test_unreadable_subfolder_is_not_silently_skipped(tmp_path, monkeypatch):
     corpus = tmp_path / "corpus"
     (corpus / "locked").mkdir(parents=True)
     (corpus / "locked" / "x.txt").write_text("x\n")
     (corpus / "a.txt").write_text(TEXT)
-    os.chmod(corpus / "locked", 0)
-    try:
-        with pytest.raises(fb.CorpusReadError, match="locked"):
-            fb.train_files([corpus], vocab_size=300)
-        _, report = fb.train_files([corpus], vocab_size=300, on_bad_input="skip",
-                                   return_report=True)
-        assert [s["path"] for s in report["files_skipped"]] == [str(corpus / "locked")]
-    finally:
-        os.chmod(corpus / "locked", 0o755)
+    # os.walk drops a folder it cannot list unless told: make "locked" unlistable (chmod
+    # does not stop root, so os.scandir is made to fail for it as it would for a user).
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(fb.CorpusReadError, match="locked: cannot list folder"):
+        fb.train_files([corpus], vocab_size=300)
+    _, report = fb.train_files([corpus], vocab_size=300, on_bad_input="skip", return_report=True)
+    assert [s["path"] for s in report["files_skipped"]] == [str(corpus / "locked")]
 
 
 # --------------------------------------------------------------- 6. bounded text chunks
@@ -536,3 +539,35 @@ def test_foreign_literal_regex_stays_a_regex(tmp_path):
     assert pattern_from_hf_regex("abc") == "(?:abc)"
     assert pattern_from_hf_regex(r"\s+") == r"\s+"
     assert fb.split("xGPT2y", pattern="(?:GPT2)") == ["x", "GPT2", "y"]
+
+
+def test_char_mode_cli_reads_like_train_files(tmp_path):
+    plain = tmp_path / "c.txt"
+    plain.write_text(TEXT)
+    (tmp_path / "c.txt.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + TEXT.encode()))
+    models = []
+    for name in ("c.txt", "c.txt.gz"):
+        out = tmp_path / f"{name}.json"
+        assert cli_main(["train", str(tmp_path / name), "-o", str(out), "--base", "chars",
+                         "--vocab-size", "200", "-q"]) == 0
+        models.append(fb.load(out))
+    same_model(*models)
+    same_model(models[0], fb.train([TEXT], vocab_size=200, base="chars"))
+
+
+def test_word_table_gathered_in_groups(monkeypatch, tmp_path):
+    # WordCounter.table gathers the words in groups of GATHER_BYTES (bounded temporaries):
+    # tiny groups, and single words longer than a group, give the same table.
+    from fastbpe_nb.counting import WordCounter
+
+    texts = DOCS + ["y" * 5000, "z" * 3]
+    ref = WordCounter("gpt2")
+    ref.add_texts(texts)
+    expected = ref.table()
+    for size in (1, 7, 4096):
+        monkeypatch.setattr(WordCounter, "GATHER_BYTES", size)
+        got = ref.table()
+        for a, b in zip(got, expected):
+            assert np.array_equal(a, b)
+    words = ref.words()
+    assert words["y" * 5000] == 1 and words[" cat"] > 1
