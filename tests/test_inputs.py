@@ -146,6 +146,8 @@ def test_training_on_nothing_is_an_error(texts):
 def test_char_mode_on_nothing_is_an_error(texts):
     with pytest.raises(fb.TrainingError, match="nothing to learn"):
         fb.train(texts, vocab_size=300, base="chars")
+    with pytest.raises(fb.TrainingError, match="nothing to learn"):
+        fb.train(texts, vocab_size=300, base="chars", whitespace="\u2581")
 
 
 def test_no_input_files_is_an_error(tmp_path):
@@ -571,3 +573,25 @@ def test_word_table_gathered_in_groups(monkeypatch, tmp_path):
             assert np.array_equal(a, b)
     words = ref.words()
     assert words["y" * 5000] == 1 and words[" cat"] > 1
+
+
+HOSTILE = ["the", "cat", "Grüße", "мир", "你好", "it's", "42", "x=1;", "  ", "\t", "😀", "don't",
+           "I'M", "2024", "naïve", "#define", "/*", "*/", ";", "}", "'s", "\u3000", "!/",
+           "\u00a0", "a\u00a0b", "...", "'", "\u2028", "12345678", "'ll", "$", "x\u3000"]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
+@pytest.mark.parametrize("seed", range(2))
+def test_space_cuts_are_exact_on_hostile_text(tmp_path, pattern, seed):
+    from fastbpe_nb.counting import WordCounter
+
+    rng = random.Random(seed)
+    text = " ".join(rng.choice(HOSTILE) for _ in range(6000))  # one line, ~30 KB
+    path = tmp_path / "t.txt"
+    path.write_bytes(text.encode())
+    ref = WordCounter(pattern)
+    ref.add_texts([text])
+    counter, stats = count_files([path], pattern=pattern, chunk_bytes=64, max_chunk_bytes=200)
+    assert stats.cuts_at_spaces > 100 and stats.forced_cuts == 0
+    for a, b in zip(counter.table(), ref.table()):
+        assert np.array_equal(a, b)

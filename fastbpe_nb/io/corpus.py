@@ -727,7 +727,7 @@ def _one_doc(raw: bytes):
 
 # ------------------------------------------------------------------------------ JSON lines
 _JSON_KINDS = {dict: "an object", list: "an array", bool: "a boolean", int: "a number",
-               float: "a number", str: "a string"}
+               float: "a number", str: "a string", type(None): "null"}
 
 
 def _json_kind(value) -> str:
