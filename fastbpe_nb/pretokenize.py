@@ -112,13 +112,13 @@ def _resolve_str(pattern: str) -> str:
         return pattern  # e.g. "." or "a.b": a regex made of name characters
     suggestion = _MODEL_HINTS.get(low) or (close or difflib.get_close_matches(low, known, n=1,
                                                                               cutoff=0.5) or [None])[0]
-    hint = f"; did you mean {suggestion!r}?" if suggestion else ""
-    none_hint = " (no split is pattern=None, or --pattern none)" if low == "none" else ""
+    hint = f": did you mean {suggestion!r}?" if suggestion else "."
+    none_hint = " No split is pattern=None (--pattern none)." if low == "none" else ""
     raise PatternError(
         f"unknown pattern name {pattern!r}{hint} The known patterns: {', '.join(NAMED_PATTERNS)}"
-        f" (also {', '.join(PATTERN_ALIASES)}; names are case-insensitive){none_hint}. A regex "
+        f" (also {', '.join(PATTERN_ALIASES)}; names are case-insensitive).{none_hint} A regex "
         f"made only of letters, digits and '_.-' is taken for a misspelt name: write a literal "
-        f"word as '(?:{pattern})'")
+        f"word as '(?:{pattern})'.")
 
 
 def literal_regex(source: str) -> str:
