@@ -143,13 +143,20 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def _read_texts(paths):
-    for path in paths:
-        try:
-            with open(path, "rb") as f:
-                yield f.read().decode("utf-8", "replace")
-        except OSError as exc:
-            raise FastBPEError(f"{path}: cannot read ({exc.strerror or exc})") from None
+def _corpus_texts(paths, args, pattern):
+    """The documents of corpus files for char-mode training, read as ``train_files`` reads
+    them (decompressed, BOM, JSONL/Parquet by --column, the invalid-UTF-8 policy). Text is
+    cut only at newlines between non-spaces, where char mode's words never cross."""
+    from .io.corpus import iter_batches
+
+    splittable = pattern == "default"  # whitespace-separated words: a newline ends one
+    for data, offsets in iter_batches(paths, args.column, on_bad_input=args.on_bad_input,
+                                      splittable=splittable,
+                                      max_invalid_utf8=0.01 if args.max_invalid_utf8 is None
+                                      else args.max_invalid_utf8):
+        raw = data.tobytes()
+        for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            yield raw[a:b].decode("utf-8")
 
 
 def _memory(text):
@@ -163,6 +170,16 @@ def _memory(text):
         return int(t)
     except ValueError:
         raise FastBPEError(f"--max-memory: cannot read {text!r} (use e.g. 2G, 512M)") from None
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return value
 
 
 def _progress(args) -> bool:
@@ -192,12 +209,13 @@ def cmd_train(args) -> int:
     if args.from_counts and args.files:
         raise FastBPEError("give either corpus files or --from-counts, not both")
     if args.base == "chars":
-        tok, report = fb.train(_read_texts(fb_paths(sources)), base="chars",
-                               end_of_word=args.end_of_word, return_report=True, **options)
+        texts = _corpus_texts(sources, args, options.get("pattern", "default"))
+        tok, report = fb.train(texts, base="chars", end_of_word=args.end_of_word,
+                               return_report=True, **options)
     else:
         tok, report = fb.train_files(sources, column=args.column, on_bad_input=args.on_bad_input,
                                      max_memory=_memory(args.max_memory), return_report=True,
-                                     **options)
+                                     max_invalid_utf8=args.max_invalid_utf8, **options)
     report["stale_temp_files_removed"] = removed
     tok.save(args.output)
     if args.trace:
@@ -222,7 +240,7 @@ def cmd_count(args) -> int:
     report = fb.count_to_file(args.files, args.output, column=args.column, pattern=pattern,
                               special_tokens=args.special or (), on_bad_input=args.on_bad_input,
                               progress=_progress(args), max_memory=_memory(args.max_memory),
-                              num_threads=args.threads)
+                              num_threads=args.threads, max_invalid_utf8=args.max_invalid_utf8)
     report["stale_temp_files_removed"] = removed
     if not args.quiet:
         print(json.dumps(report, indent=2))
@@ -417,6 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--on-bad-input", default="error", choices=["error", "skip"],
                          help="an unreadable file: stop with an error, or skip it and report it")
         cmd.add_argument("--max-memory", help="stop with a clear error above this RSS (e.g. 2G)")
+        cmd.add_argument("--max-invalid-utf8", type=_fraction, metavar="FRACTION",
+                         help="share of invalid UTF-8 bytes a file may hold, each invalid "
+                         "sequence read as U+FFFD (default 0.01; 1 accepts any file)")
         cmd.add_argument("--threads", type=_threads_type(),
                          help="threads for counting (default: all cores)")
         cmd.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no report")

@@ -27,8 +27,11 @@ class WordCounter:
         Threads for the counting kernel (default: all cores Numba uses).
     """
 
+    #: Bytes of words gathered per step by ``table`` (bounds its temporary index arrays).
+    GATHER_BYTES = 1 << 20
+
     def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None):
-        self.pattern = pattern
+        self.pattern = pretokenize.resolve_pattern(pattern)
         self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
         self.num_threads = num_threads
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
@@ -132,10 +135,26 @@ class WordCounter:
         lengths = (self._off[1 : n + 1] - self._off[:n])[order]
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        # Gather each word's bytes: position k of the output reads starts[w] + (k - offsets[w]).
-        word_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        src = starts[word_of] + (np.arange(offsets[-1], dtype=np.int64) - offsets[:-1][word_of])
-        return self._store[src], offsets, self._count[:n][order].copy()
+        out = np.empty(int(offsets[-1]), dtype=np.uint8)
+        # Gather the words' bytes in groups of about GATHER_BYTES: the index arrays of one
+        # gather take 16 bytes per byte, which for the whole table at once would be 20x its
+        # size (a table of a few long words -- a text without spaces -- took GBs).
+        w = 0
+        while w < n:
+            stop = int(np.searchsorted(offsets, offsets[w] + self.GATHER_BYTES, side="right")) - 1
+            stop = min(max(stop, w + 1), n)
+            if stop == w + 1:  # one word (maybe a huge one): a plain copy
+                s0 = int(starts[w])
+                out[offsets[w] : offsets[w + 1]] = self._store[s0 : s0 + int(lengths[w])]
+            else:
+                # Position k of the group reads starts[v] + (k - offsets[v]) for its word v.
+                lens = lengths[w:stop]
+                word_of = np.repeat(np.arange(w, stop, dtype=np.int64), lens)
+                src = starts[word_of] + (np.arange(offsets[w], offsets[stop], dtype=np.int64)
+                                         - offsets[:-1][word_of])
+                out[offsets[w] : offsets[stop]] = self._store[src]
+            w = stop
+        return out, offsets, self._count[:n][order].copy()
 
     def words(self) -> dict[str, int]:
         """The table as a ``{word: count}`` dict (for inspection and tests)."""

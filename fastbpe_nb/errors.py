@@ -118,3 +118,7 @@ class OutputError(FastBPEError, OSError):
 class EncodeOptionsError(FastBPEError, ValueError):
     """Options of a batch encode that cannot give correct outputs: two inputs mapping to one
     output, an output inside an input, a kept column that cannot be kept."""
+
+
+class PatternError(FastBPEError, ValueError):
+    """A pre-tokenization pattern is an invalid regex or an unknown pattern name."""

@@ -8,13 +8,26 @@ split (the whole text is one pre-token).
 Custom patterns need not cover the whole text: the characters that no match covers are
 kept as pre-tokens of their own (as Hugging Face's ``Split(behavior="isolated")`` does),
 so that encoding stays lossless. The three named patterns always cover the whole text.
+
+Pattern names (``resolve_pattern``): the names are case-insensitive, and tiktoken's
+encoding names are aliases (``r50k_base``, ``p50k_base``, ``p50k_edit`` -> ``gpt2``,
+``cl100k_base`` -> ``cl100k``, ``o200k_base`` -> ``o200k``); a tokenizer and a model file
+store the canonical name. A string that *looks like a name* -- only letters, digits and
+``_ . -`` -- is refused with ``PatternError`` (naming the known patterns and the closest)
+when it has no regex metacharacter at all (``"gpt4"``, ``"none"``, ``"abc"``: as a regex
+each would match only itself, so the whole text would become one pre-token) or when it is
+close to a known name (``"gpt.2"``, ``"p50k.edit"``: difflib ratio >= 0.75). Every other
+string is a regex. A literal word as a regex needs a group: ``"(?:abc)"``.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 
 import regex
+
+from .errors import PatternError
 
 GPT2_PATTERN = (
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -41,16 +54,85 @@ NAMED_PATTERNS: dict[str, str] = {
     "o200k": O200K_PATTERN,
 }
 
+#: tiktoken's encoding names that use one of the named patterns' regex.
+PATTERN_ALIASES: dict[str, str] = {
+    "r50k_base": "gpt2",
+    "p50k_base": "gpt2",
+    "p50k_edit": "gpt2",
+    "cl100k_base": "cl100k",
+    "o200k_base": "o200k",
+}
+
+#: Model names people type for a pattern: only used to suggest the right name.
+_MODEL_HINTS = {"gpt4": "cl100k", "gpt-4": "cl100k", "gpt3.5": "cl100k", "gpt-3.5": "cl100k",
+                "gpt-3.5-turbo": "cl100k", "gpt4o": "o200k", "gpt-4o": "o200k",
+                "gpt-2": "gpt2", "gpt3": "gpt2", "gpt-3": "gpt2"}
+
+_NAME_LIKE = regex.compile(r"[A-Za-z0-9_.\-]+")
+_REGEX_META = frozenset(".^$*+?{}[]\\|()")
+
 #: Char mode's default: words are the runs of non-whitespace (classic Sennrich BPE).
 WHITESPACE_WORDS_PATTERN = r"\S+"
 
 
-def pattern_string(pattern: str | None) -> str | None:
-    """The regex string of ``pattern`` (a named pattern's name, a regex string, or None)."""
+def resolve_pattern(pattern: str | None) -> str | None:
+    """The canonical form of ``pattern``: a named pattern's name, a regex string, or None.
+
+    ``"GPT2"`` -> ``"gpt2"``, ``"o200k_base"`` -> ``"o200k"``; a regex is returned as is.
+    A name-like string that is no known name is refused (see the module docstring).
+
+    Raises
+    ------
+    PatternError
+        For an unknown name (the message lists the known names and the closest one).
+    TypeError
+        If ``pattern`` is neither a str nor None.
+    """
     if pattern is None:
         return None
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str or None, not {type(pattern).__name__}")
+    if pattern in NAMED_PATTERNS:
+        return pattern
+    return _resolve_str(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve_str(pattern: str) -> str:
+    low = pattern.lower()
+    if low in NAMED_PATTERNS:
+        return low
+    if low in PATTERN_ALIASES:
+        return PATTERN_ALIASES[low]
+    if not _NAME_LIKE.fullmatch(pattern):
+        return pattern
+    known = list(NAMED_PATTERNS) + list(PATTERN_ALIASES)
+    close = difflib.get_close_matches(low, known, n=1, cutoff=0.75)
+    if not close and _REGEX_META.intersection(pattern):
+        return pattern  # e.g. "." or "a.b": a regex made of name characters
+    suggestion = _MODEL_HINTS.get(low) or (close or difflib.get_close_matches(low, known, n=1,
+                                                                              cutoff=0.5) or [None])[0]
+    hint = f": did you mean {suggestion!r}?" if suggestion else "."
+    none_hint = " No split is pattern=None (--pattern none)." if low == "none" else ""
+    raise PatternError(
+        f"unknown pattern name {pattern!r}{hint} The known patterns: {', '.join(NAMED_PATTERNS)}"
+        f" (also {', '.join(PATTERN_ALIASES)}; names are case-insensitive).{none_hint} A regex "
+        f"made only of letters, digits and '_.-' is taken for a misspelt name: write a literal "
+        f"word as '(?:{pattern})'.")
+
+
+def literal_regex(source: str) -> str:
+    """A regex read from a foreign file, kept a regex: a name-like one (``"abc"``,
+    ``"GPT2"``) is wrapped in a group so that ``resolve_pattern`` does not take it for a
+    pattern name (the group changes nothing in what it matches)."""
+    return f"(?:{source})" if _NAME_LIKE.fullmatch(source) else source
+
+
+def pattern_string(pattern: str | None) -> str | None:
+    """The regex string of ``pattern`` (a named pattern's name, a regex string, or None)."""
+    pattern = resolve_pattern(pattern)
+    if pattern is None:
+        return None
     return NAMED_PATTERNS.get(pattern, pattern)
 
 
@@ -63,7 +145,7 @@ def compiled_pattern(pattern: str | None):
     try:
         return regex.compile(source)
     except regex.error as exc:
-        raise ValueError(f"invalid pre-tokenization pattern {pattern!r}: {exc}") from None
+        raise PatternError(f"invalid pre-tokenization pattern {pattern!r}: {exc}") from None
 
 
 def split(text: str, pattern: str | None = "gpt2", keep_gaps: bool = True) -> list[str]:
@@ -87,6 +169,7 @@ def split(text: str, pattern: str | None = "gpt2", keep_gaps: bool = True) -> li
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, not {type(text).__name__}")
+    pattern = resolve_pattern(pattern)
     if uses_scanner(pattern) and len(text) > 64:
         try:
             raw = text.encode("utf-8")
@@ -215,7 +298,7 @@ def split_special(text: str, matcher: SpecialTokenMatcher):
 
 def uses_scanner(pattern) -> bool:
     """True when ``pattern`` is one of the named patterns the Numba scanner implements."""
-    return isinstance(pattern, str) and pattern in NAMED_PATTERNS
+    return isinstance(pattern, str) and resolve_pattern(pattern) in NAMED_PATTERNS
 
 
 def piece_offsets(data, doc_offsets, pattern):
@@ -240,6 +323,7 @@ def piece_offsets(data, doc_offsets, pattern):
     """
     import numpy as np
 
+    pattern = resolve_pattern(pattern)
     if uses_scanner(pattern):
         from ._scanner import scan_offsets
 

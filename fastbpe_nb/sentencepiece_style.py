@@ -822,6 +822,9 @@ def train_sentencepiece(texts, vocab_size, *, byte_fallback=True, split_digits=T
                     words[part] += count
             else:
                 words[w] += count
+    if not words:  # a model of the meta pieces alone would look like success
+        raise TrainingError("nothing to learn: no text in the input (empty input, only empty "
+                            "or whitespace-only sentences, or only special tokens)")
     # Character coverage: most frequent characters first (ties: smaller code point).
     chars: collections.Counter = collections.Counter()
     for w, c in words.items():

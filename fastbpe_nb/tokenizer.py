@@ -322,7 +322,9 @@ class Tokenizer:
             self.alphabet = alphabet
         if pattern == "default":
             pattern = "gpt2" if base == "bytes" else pretokenize.WHITESPACE_WORDS_PATTERN
-        pretokenize.compiled_pattern(pattern)  # raises on an invalid regex
+        # "GPT2", "o200k_base" -> the canonical name; raises on an unknown name or bad regex.
+        pattern = pretokenize.resolve_pattern(pattern)
+        pretokenize.compiled_pattern(pattern)
         self.base = base
         self.merge_mode = merge_mode
         self.pattern = pattern

@@ -254,6 +254,8 @@ class TrainOptions:
             raise ValueError("end_of_word is for base='chars' (byte mode needs no marker)")
         if pattern == "default":
             pattern = "gpt2" if base == "bytes" else pretokenize.WHITESPACE_WORDS_PATTERN
+        # "GPT2", "o200k_base" -> the canonical name; an unknown name is a PatternError.
+        pattern = pretokenize.resolve_pattern(pattern)
         pretokenize.compiled_pattern(pattern)
         special_tokens = list(dict.fromkeys(special_tokens))
         return cls(vocab_size, pattern, special_tokens, tie_break, base, end_of_word,
@@ -390,9 +392,12 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, **options
         texts = _normalized(texts, opts.normalization)
     if isinstance(texts, dict):
         symbols, offsets, counts, alphabet = word_table(texts, opts.base, opts.end_of_word)
+        what = f"the {{word: count}} dict has no non-empty word ({len(texts)} entries)"
     elif opts.base == "chars":
-        words = count_words(texts, opts.pattern, opts.special_tokens, keep_gaps=False)
+        docs = _Counted(texts)
+        words = count_words(docs, opts.pattern, opts.special_tokens, keep_gaps=False)
         symbols, offsets, counts, alphabet = word_table(words, opts.base, opts.end_of_word)
+        what = f"{docs.n:,} documents and not one word in them"
     else:
         counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
         word_bytes, offsets, counts = counter.table()
@@ -400,6 +405,9 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, **options
         alphabet = None
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
+        what = (f"{counter.n_documents:,} documents, {counter.n_bytes:,} bytes, not one "
+                "pre-token")
+    require_words(counts, what)
     report["seconds_counting"] = time.perf_counter() - t0
     tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
     if trace:
@@ -407,6 +415,28 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, **options
 
         print_trace(tok)
     return (tok, report) if return_report else tok
+
+
+class _Counted:
+    """Iterates ``texts`` once, counting the documents (for the error message)."""
+
+    def __init__(self, texts):
+        self.texts = texts
+        self.n = 0
+
+    def __iter__(self):
+        for text in _iter_texts(self.texts):
+            self.n += 1
+            yield text
+
+
+def require_words(counts, what: str) -> None:
+    """Training on no pre-token at all would return a model of the 256 bytes and nothing
+    learned, which looks like success: refuse it (empty input, only empty documents, or
+    only special tokens)."""
+    if len(counts) == 0:
+        raise TrainingError(f"nothing to learn: {what} (empty input, only empty documents, "
+                            "or only special tokens)")
 
 
 class MemoryBudgetError(TrainingError, MemoryError):
@@ -424,22 +454,52 @@ def _rss_bytes() -> int:
         return peak_rss_bytes()
 
 
+def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
+    """``(chunk_bytes, max_chunk_bytes)`` for the text reader, held within ``max_memory``.
+
+    Counting one chunk holds about 10-15 bytes per text byte (the chunk and its copies,
+    its pre-token offsets, the kernel's tables) on top of the ~230 MiB that the loaded
+    kernels take, so under a budget no chunk may exceed 1/40 of it (10 MiB of 400 MiB).
+    """
+    from .io.corpus import default_max_chunk_bytes
+
+    for name, value in (("chunk_bytes", chunk_bytes), ("max_chunk_bytes", max_chunk_bytes)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 8):
+            raise ValueError(f"{name} must be an int >= 8, got {value!r}")
+    limit = max_chunk_bytes or default_max_chunk_bytes(chunk_bytes)
+    if max_memory is not None:
+        limit = min(limit, max(1 << 20, max_memory // 40))
+        chunk_bytes = min(chunk_bytes, max(1 << 16, limit // 2))
+    return chunk_bytes, limit
+
+
 def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
-                on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20):
+                on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20,
+                max_invalid_utf8=None, max_chunk_bytes=None):
     """Count the pre-tokens of corpus files; returns ``(WordCounter, ReadStats)``.
 
-    Files are streamed batch by batch (text chunks cut at safe boundaries, Parquet row
-    groups, Arrow record batches), so memory grows with the unique words, not the corpus.
+    Files are streamed batch by batch (text chunks cut at safe boundaries, never longer
+    than ``max_chunk_bytes``; JSONL blocks of lines; Parquet row groups; Arrow record
+    batches), so memory grows with the unique words, not the corpus. ``max_invalid_utf8``
+    (default 0.01) is the share of invalid UTF-8 bytes a file may hold (see
+    ``fastbpe_nb.io.corpus``). No file found is a ``CorpusReadError``.
     """
     import os
 
     from .counting import WordCounter, coalesce_batches
-    from .io.corpus import ReadStats, expand_paths, iter_batches
+    from .io.corpus import (DEFAULT_MAX_INVALID_UTF8, ReadStats, check_max_invalid_utf8,
+                            check_on_bad_input, expand_paths, iter_batches)
 
+    pattern = pretokenize.resolve_pattern(pattern)
     pretokenize.compiled_pattern(pattern)
+    check_on_bad_input(on_bad_input)
+    max_invalid_utf8 = check_max_invalid_utf8(
+        DEFAULT_MAX_INVALID_UTF8 if max_invalid_utf8 is None else max_invalid_utf8)
+    chunk_bytes, max_chunk_bytes = chunk_limits(chunk_bytes, max_chunk_bytes, max_memory)
     counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads))
     stats = ReadStats()
-    files = expand_paths(paths)
+    files = expand_paths(paths, on_bad_input, stats.ignored, stats.skipped_files)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -448,7 +508,8 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
         bar = tqdm(total=total, desc="counting", unit="B", unit_scale=True, dynamic_ncols=True)
     try:
         batches = iter_batches(files, column, stats, splittable=pretokenize.uses_scanner(pattern),
-                               on_bad_input=on_bad_input, chunk_bytes=chunk_bytes)
+                               on_bad_input=on_bad_input, chunk_bytes=chunk_bytes,
+                               max_invalid_utf8=max_invalid_utf8, max_chunk_bytes=max_chunk_bytes)
         for data, doc_offsets in coalesce_batches(batches):
             counter.add_batch(data, doc_offsets)
             if bar is not None:
@@ -465,25 +526,33 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
 
 def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", max_memory=None,
                 counts_output=None, chunk_bytes=16 << 20, return_report=False, trace=False,
-                **options):
-    """Learn a tokenizer from corpus files (text, Parquet, Arrow IPC), streamed.
+                max_invalid_utf8=None, max_chunk_bytes=None, **options):
+    """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
-    ``paths``: files, globs or folders. A counts file written by ``fastbpe count`` (or
+    ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
+    name and how each kind is read). A counts file written by ``fastbpe count`` (or
     ``counts_output=``) is used as the word table directly, with the pattern it was made
     with. Options are those of ``train``; ``column`` names the text column of Parquet and
-    Arrow files; ``on_bad_input="skip"`` skips unreadable files (reported) instead of
-    raising ``CorpusReadError``; ``max_memory`` (bytes) stops with ``MemoryBudgetError``.
+    Arrow files and the text field of JSONL files; ``on_bad_input="skip"`` skips unreadable
+    files (reported) instead of raising ``CorpusReadError``; ``max_memory`` (bytes) stops
+    with ``MemoryBudgetError`` and bounds the text chunks; ``max_invalid_utf8`` (default
+    0.01) is the share of invalid UTF-8 a file may hold before it is refused. No file
+    found, or no pre-token in them, is an error (``CorpusReadError`` / ``TrainingError``).
     """
     from .io.corpus import expand_paths
     from .io.counts_file import is_counts_file, load_counts, save_counts
 
     t0 = time.perf_counter()
-    files = expand_paths(paths)
+    ignored, skipped = [], []
+    files = expand_paths(paths, on_bad_input, ignored, skipped)
     report = {}
     if len(files) == 1 and file_is_arrow(files[0]) and is_counts_file(files[0]):
         word_bytes, offsets, counts, meta = load_counts(files[0])
         options = dict(options)
-        if options.get("pattern", "default") not in ("default", meta.get("pattern")):
+        given = options.get("pattern", "default")
+        if given != "default":
+            given = pretokenize.resolve_pattern(given)
+        if given not in ("default", meta.get("pattern")):
             raise TrainingError(f"{files[0]} was counted with pattern {meta.get('pattern')!r}, "
                                 f"not {options['pattern']!r}")
         options["pattern"] = meta.get("pattern")
@@ -495,6 +564,7 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
         options["special_tokens"] = counted_specials
         opts = TrainOptions.make(vocab_size, **options)
         report["counts_file"] = files[0]
+        require_words(counts, f"the counts file {files[0]} holds no word")
     else:
         opts = TrainOptions.make(vocab_size, **options)
         if opts.base != "bytes":
@@ -506,9 +576,14 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
                                      special_tokens=opts.special_tokens,
                                      num_threads=opts.num_threads, on_bad_input=on_bad_input,
                                      progress=opts.progress, max_memory=max_memory,
-                                     chunk_bytes=chunk_bytes)
+                                     chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
+                                     max_chunk_bytes=max_chunk_bytes)
+        stats.ignored[:0] = ignored
+        stats.skipped_files[:0] = skipped
         word_bytes, offsets, counts = counter.table()
         report.update(stats.as_dict())
+        require_words(counts, f"{stats.files:,} files, {stats.bytes_read:,} bytes, "
+                              f"{stats.documents:,} documents and not one pre-token")
         report["pre_tokens_counted"] = counter.n_pieces
         if counts_output is not None:
             save_counts(counts_output, word_bytes, offsets, counts, opts.pattern, opts.special_tokens)
@@ -544,7 +619,7 @@ def count_to_file(paths, output, column="text", *, pattern="gpt2", special_token
     counter, stats = count_files(paths, column, pattern=pattern, special_tokens=special_tokens,
                                  **kwargs)
     word_bytes, offsets, counts = counter.table()
-    save_counts(output, word_bytes, offsets, counts, pattern, special_tokens)
+    save_counts(output, word_bytes, offsets, counts, counter.pattern, special_tokens)
     report = stats.as_dict()
     report.update(unique_words=int(len(counts)), pre_tokens=counter.n_pieces,
                   seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes())

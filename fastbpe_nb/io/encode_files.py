@@ -60,10 +60,12 @@ from . import arrow_text
 from .arrow_text import parquet_batch_rows
 from .atomic import (PendingFile, atomic_write, check_writable, folder_lock, fsync_dir,
                      name_error, remove_stale_temps)
-from .corpus import ARROW_SUFFIXES, PARQUET_SUFFIXES, expand_paths, file_kind
+from .corpus import ARROW_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_paths, file_kind
 
 SPECIAL_POLICIES = ("error", "allow", "text")
-TABLE_SUFFIXES = PARQUET_SUFFIXES + ARROW_SUFFIXES
+TABLE_SUFFIXES = PARQUET_SUFFIXES + ARROW_SUFFIXES + JSONL_SUFFIXES
+#: What ``file_kind`` calls the inputs encode reads (JSONL also compressed: ``x.jsonl.zst``).
+TABLE_KINDS = ("parquet", "arrow", "jsonl")
 #: Key of the identity record in an output Parquet file's schema metadata.
 META_KEY = "fastbpe_nb.encode"
 #: Version of the identity record (outputs without one were made by an older version).
@@ -123,7 +125,7 @@ def _plan(inputs, output, fmt):
             kind, root = "file", os.path.dirname(os.path.abspath(spec))
         specs.append(_Spec(spec, kind, root))
         for path in expand_paths([spec]):
-            if not path.lower().endswith(TABLE_SUFFIXES):
+            if file_kind(path) not in TABLE_KINDS:
                 if kind == "file":
                     raise CorpusReadError(f"{path}: not a Parquet or Arrow file (encode reads "
                                           f"tables: files ending in {', '.join(TABLE_SUFFIXES)})")
@@ -444,8 +446,10 @@ def _open_input(path: str, columns: list[str]):
     import pyarrow.parquet as pq
 
     kind = file_kind(path)
-    if kind not in ("parquet", "arrow"):
-        raise CorpusReadError(f"{path}: not a Parquet or Arrow file (encode reads tables)")
+    if kind not in TABLE_KINDS:
+        raise CorpusReadError(f"{path}: not a Parquet, Arrow or JSONL file (encode reads tables)")
+    if kind == "jsonl":
+        return _open_jsonl(path, columns)
     try:
         if kind == "parquet":
             pf = pq.ParquetFile(path)
@@ -477,6 +481,33 @@ def _open_input(path: str, columns: list[str]):
     if kind == "parquet":
         return schema, _parquet_batches(pf, path, columns)
     return schema, _arrow_batches(batches, path, columns)
+
+
+def _open_jsonl(path: str, columns: list[str]):
+    """``_open_input`` of a JSON-lines file: a missing or null field is a null row; the schema
+    is the first block's (the text column is always ``string``)."""
+    import itertools
+
+    import pyarrow as pa
+
+    from .corpus import jsonl_tables
+
+    if len(set(columns)) != len(columns):
+        raise CorpusReadError(f"{path}: a column is asked for twice ({columns})")
+    tables = jsonl_tables(path, columns)
+    first = next(tables, None)
+    if first is None:
+        fields = [pa.field(columns[0], pa.string())] + [pa.field(c, pa.null()) for c in columns[1:]]
+        return pa.schema(fields), iter(())
+
+    def batches():
+        for row0, table in itertools.chain([first], tables):
+            row = row0
+            for batch in table.to_batches():
+                yield row, batch
+                row += batch.num_rows
+
+    return first[1].schema, batches()
 
 
 def _row_group_runs(pf):

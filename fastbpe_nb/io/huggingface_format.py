@@ -235,7 +235,9 @@ def pattern_from_hf_regex(source: str, path=None, entry="pre_tokenizer") -> str:
         return "gpt2"
     if rewritten == NAMED_PATTERNS["o200k"]:
         return "o200k"
-    return rewritten
+    from ..pretokenize import literal_regex
+
+    return literal_regex(rewritten)
 
 
 def _byte_level_ok(spec: dict, path, entry: str) -> bool:
@@ -290,7 +292,9 @@ def _parse_pre_tokenizer(spec, path):
             raise _unsupported("Split on an empty string", path, where)
         import regex
 
-        return regex.escape(pattern["String"])
+        from ..pretokenize import literal_regex
+
+        return literal_regex(regex.escape(pattern["String"]))
     raise ModelFormatError(f"Split pattern must be {{'Regex': str}} or {{'String': str}}, got "
                            f"{pattern!r:.80}", path, where)
 
