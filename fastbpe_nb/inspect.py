@@ -190,6 +190,9 @@ def token_id(tok, token) -> int:
     if not 0 <= token < tok.vocab_size:
         raise TokenLookupError(f"token id {int(token)} is not in the vocabulary "
                                f"(valid ids are 0..{tok.vocab_size - 1})")
+    if tok.vocab[int(token)] is None:
+        raise TokenLookupError(f"token id {int(token)} is an unused id: no token has it (a gap "
+                               "between the special token ids)")
     return int(token)
 
 

@@ -430,7 +430,7 @@ class SentencePieceBPE:
             raise TypeError("encode_batch expects a list of str, not one str")
         module = type(texts).__module__ or ""
         if module.startswith("pyarrow"):
-            texts = [t if t is not None else "" for t in texts.to_pylist()]
+            texts = _arrow_rows(texts)
         ids, offsets = self._encode_flat([self.normalize(_check_str(t, i))
                                           for i, t in enumerate(texts)], num_threads)
         return [ids[offsets[d]:offsets[d + 1]].tolist() for d in range(len(offsets) - 1)]
@@ -677,6 +677,21 @@ class SentencePieceBPE:
     def __repr__(self):
         return (f"SentencePieceBPE(vocab_size={len(self.pieces)}, byte_fallback={self.byte_fallback}, "
                 f"normalizer={self.normalizer_name!r})")
+
+
+def _arrow_rows(array) -> list[str]:
+    """A pyarrow string array's rows as str (nulls as ""). Arrow does not guarantee UTF-8,
+    and this tokenizer needs text: a row that is not UTF-8 raises InvalidUTF8Error naming
+    it and the byte offset (never a bare UnicodeDecodeError)."""
+    from .io.arrow_text import string_chunks, text_buffers
+    from .tokenizer import _arrow_texts
+
+    rows, base = [], 0
+    for chunk in string_chunks(array):
+        data, doc_offsets, _ = text_buffers(chunk)
+        rows += _arrow_texts(chunk, data, doc_offsets, base, raw=False)
+        base += len(chunk)
+    return rows
 
 
 def _check_str(text, index):

@@ -541,3 +541,43 @@ def test_invalid_utf8_parquet_file_encodes_as_bytes(tok, tmp_path):
     fb.encode_parquet(tok, path, tmp_path / "out", special="allow")
     got = pq.read_table(tmp_path / "out" / "in.parquet").column("ids").to_pylist()
     assert got == [None if r is None else special_split_bytes(tok, r) for r in ROWS]
+
+
+# ------------------------------------------- gap ids and SentencePiece-style Arrow rows
+def test_gap_ids_are_refused_by_inspect_and_as_a_separator(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fastbpe_nb.inspect import TokenLookupError, construction_tree, token_id
+
+    tok = fb.Tokenizer(merges=[], special_tokens={"<|endoftext|>": 256, "<b>": 260})
+    assert tok.vocab[258] is None
+    with pytest.raises(TokenLookupError, match="unused id"):
+        token_id(tok, 258)
+    with pytest.raises(TokenLookupError, match="unused id"):
+        construction_tree(tok, 258)
+    assert construction_tree(tok, 260)["kind"] == "special"
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": ["a", "b"]}), src)
+    for bad in (258, True, 2.0):
+        with pytest.raises(ValueError, match="separator"):
+            fb.encode_parquet(tok, src, tmp_path / "out", format="bin", separator=bad)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.bin"))
+    fb.encode_parquet(tok, src, tmp_path / "ok", format="bin", separator=260)
+    ids, index = fb.read_bin(tmp_path / "ok" / "in.bin")
+    assert ids.tolist() == [97, 260, 98, 260] and index.tolist() == [0, 2, 4]
+
+
+def test_sentencepiece_style_arrow_rows_with_invalid_utf8_name_the_row():
+    import pyarrow as pa
+
+    sp = fb.train(["hello world abc " * 20, "naïve café"] * 5, vocab_size=300, base="chars",
+                  whitespace="\u2581", byte_fallback=True)
+    good = pa.chunked_array([pa.array(["hello", None]), pa.array(["world"])])
+    assert sp.encode_batch(good) == [sp.encode("hello"), [], sp.encode("world")]
+    offsets = np.array([0, 2, 7], np.int32).tobytes()
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, pa.py_buffer(offsets),
+                                                 pa.py_buffer(b"okbad\xff\xfe")])
+    with pytest.raises(fb.InvalidUTF8Error) as err:
+        sp.encode_batch(pa.chunked_array([pa.array(["x"]), bad]))
+    assert err.value.row == 2 and err.value.offset == 3

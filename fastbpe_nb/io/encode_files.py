@@ -433,8 +433,13 @@ def _separator_id(tok, separator):
         if separator not in tok.special_tokens:
             raise ValueError(f"separator {separator!r} is not a registered special token")
         return tok.special_tokens[separator]
-    if not 0 <= int(separator) < tok.vocab_size:
-        raise ValueError(f"separator id {separator} is not in the vocabulary")
+    if isinstance(separator, (bool, np.bool_)) or not isinstance(separator, (int, np.integer)):
+        raise ValueError(f"separator must be a special token's text or an int id, not "
+                         f"{separator!r}")
+    if not 0 <= int(separator) < tok.vocab_size or tok.vocab[int(separator)] is None:
+        raise ValueError(f"separator id {separator} is not in the vocabulary"
+                         + (" (an unused id between the special tokens)"
+                            if 0 <= int(separator) < tok.vocab_size else ""))
     return int(separator)
 
 
