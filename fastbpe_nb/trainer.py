@@ -390,24 +390,27 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, **options
     report = {"documents": None}
     if opts.normalization is not None and not isinstance(texts, dict):
         texts = _normalized(texts, opts.normalization)
+    # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
+    # always a wrong path or column, and the model of 256 bytes it gives looks like success.
+    # Documents that hold no pre-token (``[""]``, only special tokens) train what the
+    # specification trains on them, nothing (reference.train): that is their true answer.
     if isinstance(texts, dict):
+        if not texts:
+            raise TrainingError("nothing to learn: the {word: count} dict is empty")
         symbols, offsets, counts, alphabet = word_table(texts, opts.base, opts.end_of_word)
-        what = f"the {{word: count}} dict has no non-empty word ({len(texts)} entries)"
     elif opts.base == "chars":
         docs = _Counted(texts)
         words = count_words(docs, opts.pattern, opts.special_tokens, keep_gaps=False)
+        require_documents(docs.n)
         symbols, offsets, counts, alphabet = word_table(words, opts.base, opts.end_of_word)
-        what = f"{docs.n:,} documents and not one word in them"
     else:
         counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
+        require_documents(counter.n_documents)
         word_bytes, offsets, counts = counter.table()
         symbols = word_bytes.astype(np.int32)
         alphabet = None
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
-        what = (f"{counter.n_documents:,} documents, {counter.n_bytes:,} bytes, not one "
-                "pre-token")
-    require_words(counts, what)
     report["seconds_counting"] = time.perf_counter() - t0
     tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
     if trace:
@@ -428,6 +431,13 @@ class _Counted:
         for text in _iter_texts(self.texts):
             self.n += 1
             yield text
+
+
+def require_documents(n_documents: int) -> None:
+    """In-memory training needs at least one document (see ``train``)."""
+    if n_documents == 0:
+        raise TrainingError("nothing to learn: no document (an empty list or iterator of "
+                            "texts); pass the documents to train on")
 
 
 def require_words(counts, what: str) -> None:
@@ -613,9 +623,14 @@ def file_is_arrow(path) -> bool:
 
 def count_to_file(paths, output, column="text", *, pattern="gpt2", special_tokens=(), **kwargs):
     """Count corpus files and write the word table to ``output`` (Arrow IPC); returns stats."""
+    import os
+
+    from .io.atomic import check_writable
     from .io.counts_file import save_counts
 
     t0 = time.perf_counter()
+    # Before counting for minutes: a missing or read-only destination fails now.
+    check_writable(os.path.dirname(os.path.abspath(os.fspath(output))))
     counter, stats = count_files(paths, column, pattern=pattern, special_tokens=special_tokens,
                                  **kwargs)
     word_bytes, offsets, counts = counter.table()

@@ -543,6 +543,8 @@ def test_unwritable_output_fails_before_the_work(tok, tmp_path, monkeypatch, cap
             assert str(ro) in err and ("cannot write" in err or "cannot create" in err), err
         with pytest.raises(fb.OutputError):
             fb.encode_parquet(tok, tmp_path / "in.parquet", ro)
+        with pytest.raises(fb.OutputError):  # the library call checks first too
+            fb.count_to_file([corpus], ro / "counts.arrow")
     finally:
         restore()
 

@@ -234,12 +234,14 @@ def test_train_from_arrow_array():
 def test_train_stops_when_no_pairs_left():
     tok = fb.train(["ab"], vocab_size=1000)
     assert tok.merges.tolist() == [[97, 98]]
-    tok = fb.train(["a"], vocab_size=1000)
+    tok = fb.train([""], vocab_size=1000)
     assert len(tok.merges) == 0
     assert tok.encode("anything") == list(b"anything")
-    # No pre-token at all is not "no pairs left" but no input: an error (issue 15).
+    tok = fb.train(["a"], vocab_size=1000)
+    assert len(tok.merges) == 0
+    # No document at all is not "no pairs left" but no input: an error (issue 15).
     with pytest.raises(fb.TrainingError, match="nothing to learn"):
-        fb.train([""], vocab_size=1000)
+        fb.train([], vocab_size=1000)
 
 
 def test_dropout(tok):

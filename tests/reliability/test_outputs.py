@@ -120,9 +120,15 @@ def sigkill_then_resume(big, tmp_path, fmt, kills, seed):
     duration = ref.seconds
     rnd = random.Random(seed)
     landed = 0
-    for i in range(kills):
+    i = 0
+    # ``kills`` kills at random points; on a loaded machine a run can be faster than the
+    # reference run was and every kill may come after the outputs are complete, so up to
+    # 6 more are made, earlier each time, until one lands mid-run.
+    while i < kills or (landed == 0 and i < kills + 6):
         out = tmp_path / f"killed{i}"
-        delay = rnd.uniform(0.35, 0.95) * duration
+        late = 0.95 * 0.6 ** max(0, i - kills + 1)
+        delay = rnd.uniform(0.35 * late / 0.95, late) * duration
+        i += 1
         killed = cli_case(big, out, fmt, timeout=delay)
         if killed.returncode != -9:
             # It finished just before the deadline (run_case may still flag it timed_out).
