@@ -81,3 +81,19 @@ class TrainingError(FastBPEError, ValueError):
 
 class CorpusReadError(FastBPEError, OSError):
     """A corpus file cannot be read (missing, truncated, corrupt)."""
+
+
+class ArrowDataError(CorpusReadError, ValueError):
+    """An Arrow text array's buffers are inconsistent (offsets outside the data, decreasing).
+
+    Raised before any kernel reads the buffers; names the row (and the file when known).
+    A ``CorpusReadError`` for file readers, a ``ValueError`` for in-memory arrays.
+    """
+
+
+class TextColumnTypeError(CorpusReadError, TypeError):
+    """A column given as text has a type that cannot hold text (int, list, struct...).
+
+    Names the file, the column and the type when they are known. A ``CorpusReadError``
+    for file readers, a ``TypeError`` for in-memory arrays.
+    """

@@ -761,9 +761,15 @@ class Tokenizer:
         """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
         import pyarrow as pa
 
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks() if array.num_chunks else pa.array([], pa.string())
-        ids, offsets, valid = self._encode_arrow_flat(array, allowed, disallowed, n_threads, row_base)
+        from .io.arrow_text import string_chunks
+
+        # Chunk by chunk (each checked before it is read), not combine_chunks(): combining
+        # copies the whole text and would read a corrupt chunk's offsets unchecked.
+        parts, row = [], row_base
+        for chunk in string_chunks(array, row_base=row_base):
+            parts.append(self._encode_arrow_flat(chunk, allowed, disallowed, n_threads, row))
+            row += len(chunk)
+        ids, offsets, valid = _join_flat(parts)
         mask = None if valid.all() else pa.array(~valid)
         if offsets[-1] >= 2**31:  # more ids than 32-bit list offsets can address
             return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids), mask=mask)
@@ -782,8 +788,8 @@ class Tokenizer:
         """
         from .io.arrow_text import string_chunks, text_buffers
 
-        (array,) = list(string_chunks(array))
-        data, doc_offsets, valid = text_buffers(array)
+        (array,) = list(string_chunks(array, row_base=row_base))
+        data, doc_offsets, valid = text_buffers(array, row_base=row_base)
         if self.base == "bytes" and self.normalization is None:
             candidates = self._special_candidate_rows(array, allowed | disallowed)
             fast = True
@@ -791,7 +797,7 @@ class Tokenizer:
                 allowed_m = self._matcher(allowed) if allowed else None
                 disallowed_m = self._matcher(disallowed) if disallowed else None
                 for row in candidates.tolist():
-                    text = array[row].as_py()
+                    text = _row_text(array, row, row_base)
                     if disallowed_m is not None:
                         self._check_disallowed(text, disallowed_m, row, ("row", row_base))
                     if allowed_m is not None and allowed_m.first(text) is not None:
@@ -799,7 +805,7 @@ class Tokenizer:
             if fast:
                 ids, offsets = self._encode_rows(data, doc_offsets, n_threads, dropout, seed)
                 return ids, offsets, valid
-        texts = [t if t is not None else "" for t in array.to_pylist()]
+        texts = [_row_text(array, row, row_base) for row in range(len(array))]
         ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base)), n_threads,
                                  dropout=dropout, seed=seed)
         return ids, offsets, valid
@@ -929,6 +935,37 @@ class Tokenizer:
         from .io.interop import to_huggingface
 
         to_huggingface(self, path)
+
+
+def _row_text(array, row: int, row_base: int = 0) -> str:
+    """Row ``row`` of a string array as str ("" for null). Rows of invalid UTF-8 (binary
+    columns) have no str form: the general path cannot encode them, so say which row."""
+    value = array[row]
+    if not value.is_valid:
+        return ""
+    try:
+        return value.as_py()
+    except UnicodeDecodeError as exc:
+        from .errors import ArrowDataError
+
+        raise ArrowDataError(
+            f"row {row_base + row}: invalid UTF-8 ({exc.reason} at byte {exc.start}) in a batch "
+            "that needs the text as str (a special token occurs in it); such rows are encoded "
+            "as raw bytes only with disallowed special tokens (special='error' or 'text')"
+        ) from None
+
+
+def _join_flat(parts):
+    """Concatenate ``(ids, offsets, valid)`` triples of consecutive chunks into one."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, bool)
+    ids = np.concatenate([p[0] for p in parts])
+    valid = np.concatenate([p[2] for p in parts])
+    offsets = np.zeros(len(valid) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([np.diff(p[1]) for p in parts]), out=offsets[1:])
+    return ids, offsets, valid
 
 
 def _is_arrow(obj) -> bool:

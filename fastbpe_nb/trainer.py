@@ -79,10 +79,9 @@ def _iter_texts(texts):
         raise TypeError("texts must be an iterable of documents (a list of str), not one str")
     module = type(texts).__module__ or ""
     if module.startswith("pyarrow"):
-        import pyarrow as pa
+        from .io.arrow_text import string_chunks
 
-        chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
-        for chunk in chunks:
+        for chunk in string_chunks(texts):  # checked before pyarrow reads the rows
             for start in range(0, len(chunk), 4096):
                 for text in chunk.slice(start, 4096).to_pylist():
                     if text is not None:

@@ -172,22 +172,20 @@ def _one_doc(raw: bytes):
 
 
 def _column_of(table_or_batch, column: str, path: str, where: str):
-    import pyarrow as pa
-
     names = table_or_batch.schema.names
     if column not in names:
         raise CorpusReadError(f"{path}: {where}: no column {column!r} (columns: {names})")
-    col = table_or_batch.column(names.index(column))
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
-    return col
+    return table_or_batch.column(names.index(column))
 
 
-def _arrow_batches(array, stats: ReadStats):
-    """Batches of a string column, sliced so that one batch holds at most ~8 MB of text."""
+def _arrow_batches(array, stats: ReadStats, where=None, row_base=0):
+    """Batches of a text column, sliced so that one batch holds at most ~8 MB of text.
+
+    ``string_chunks`` checks each chunk (offsets, type) before it is read; ``where`` and
+    ``row_base`` name the file, column and row in its errors (CorpusReadError)."""
     from .arrow_text import row_slices, string_chunks, text_buffers
 
-    for chunk in string_chunks(array):
+    for chunk in string_chunks(array, where, row_base):
         stats.documents += len(chunk) - chunk.null_count
         stats.null_rows += chunk.null_count
         data, offsets, valid = text_buffers(chunk)
@@ -207,6 +205,7 @@ def read_parquet(path: str, column: str, stats: ReadStats):
     from .arrow_text import parquet_batch_rows
 
     columns = [column] if column in pf.schema_arrow.names else None
+    row = 0
     for rg in range(pf.num_row_groups):
         # Record batches of ~8 MB: a row group of huge documents is never decoded whole.
         batches = pf.iter_batches(batch_size=parquet_batch_rows(pf, rg), row_groups=[rg],
@@ -219,30 +218,28 @@ def read_parquet(path: str, column: str, stats: ReadStats):
             except Exception as exc:
                 raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
             col = _column_of(batch, column, path, f"row group {rg}")
-            yield from _arrow_batches(col, stats)
+            yield from _arrow_batches(col, stats, f"{path}: column {column!r}", row)
+            row += batch.num_rows
 
 
 def read_arrow(path: str, column: str, stats: ReadStats):
-    """Yield batches of one Arrow IPC file (random-access file or stream format)."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
+    """Yield batches of one Arrow IPC file (random-access file or stream format).
 
+    Read record batch by record batch into our memory, not memory-mapped (see
+    ``arrow_text.ipc_batches``): a file truncated meanwhile raises CorpusReadError.
+    """
+    from .arrow_text import ipc_batches
+
+    row = 0
     try:
-        source = pa.memory_map(path, "r")
-    except Exception as exc:
-        raise CorpusReadError(f"{path}: cannot open ({exc})") from None
-    try:
-        try:
-            reader = ipc.open_file(source)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        except pa.ArrowInvalid:
-            source.seek(0)
-            reader = ipc.open_stream(source)
-            batches = iter(reader)
-        for i, batch in enumerate(batches):
-            yield from _arrow_batches(_column_of(batch, column, path, f"record batch {i}"), stats)
+        for i, batch in enumerate(ipc_batches(path)):
+            col = _column_of(batch, column, path, f"record batch {i}")
+            yield from _arrow_batches(col, stats, f"{path}: column {column!r}", row)
+            row += batch.num_rows
     except CorpusReadError:
         raise
+    except FileNotFoundError as exc:
+        raise CorpusReadError(f"{path}: cannot open ({exc.strerror or exc})") from None
     except Exception as exc:
         raise CorpusReadError(f"{path}: not a readable Arrow IPC file ({exc})") from None
 

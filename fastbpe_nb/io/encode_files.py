@@ -37,7 +37,6 @@ SPECIAL_POLICIES = ("error", "allow", "text")
 def _row_batches(path: str, columns: list[str]):
     """Yield ``(row_offset, pa.Table)`` per Parquet row group or Arrow record batch."""
     import pyarrow as pa
-    import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
     kind = file_kind(path)
@@ -62,15 +61,10 @@ def _row_batches(path: str, columns: list[str]):
                 except Exception as exc:
                     raise CorpusReadError(f"{path}: row group {rg}: cannot read ({exc})") from None
         elif kind == "arrow":
-            source = pa.memory_map(path, "r")
-            try:
-                reader = ipc.open_file(source)
-                batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-            except pa.ArrowInvalid:
-                source.seek(0)
-                batches = iter(ipc.open_stream(source))
+            from .arrow_text import ipc_batches
+
             row = 0
-            for batch in batches:
+            for batch in ipc_batches(path):  # not memory-mapped: see ipc_batches
                 table = pa.Table.from_batches([batch])
                 missing = [c for c in columns if c not in table.schema.names]
                 if missing:
@@ -300,13 +294,15 @@ def _slices(batches, column, path):
     """
     import pyarrow as pa
 
-    from .arrow_text import row_slices, text_buffers
+    from .arrow_text import row_slices, string_chunks, text_buffers
 
     for row0, table in batches:
-        col = table.column(column)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
-        combined = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        # Checked (offsets within the data; a text type, converted to string) before
+        # anything reads the column: CorpusReadError naming the file, column and row.
+        chunks = list(string_chunks(table.column(column), f"{path}: column {column!r}", row0))
+        combined = chunks[0] if len(chunks) == 1 else pa.chunked_array(
+            chunks, chunks[0].type if chunks else pa.string()).combine_chunks()
+        table = table.set_column(table.schema.get_field_index(column), column, combined)
         _, offsets, _ = text_buffers(combined)
         for r0, r1 in row_slices(offsets):
             yield row0 + r0, table.slice(r0, r1 - r0)

@@ -1,0 +1,168 @@
+"""Hostile Arrow input and memory budgets: a clear error (or a correct result), never a signal.
+
+* corrupt string offsets (past the data, decreasing, negative; string / large_string; file /
+  stream format; sliced and chunked arrays) through every Arrow text entry point;
+* an Arrow file truncated while it is encoded or counted;
+* text columns of unusual types (binary, dictionary, string_view, null, int, list...);
+* training over a ``max_memory`` budget, and huge single documents (memory per phase).
+
+Each case runs in a subprocess (``rel_harness.run_case``): before the fixes several of them
+died of SIGBUS / SIGSEGV, which here is a negative return code, i.e. a failed test.
+"""
+
+import os
+import threading
+import time
+
+import pytest
+
+from rel_harness import run_case
+
+# ------------------------------------------------------------------ 1. corrupt offsets
+FILE_ENTRIES = ("encode_parquet[gpt2]", "encode_parquet_bin[gpt2]", "encode_parquet[none]",
+                "encode_parquet_bin[none]", "train_files")
+ARRAY_ENTRIES = ("encode_batch[gpt2]", "count_tokens[gpt2]", "encode_batch[none]",
+                 "count_tokens[none]", "train", "train_chars")
+
+
+def test_corrupt_offsets_raise_naming_the_row(tmp_path):
+    res = run_case(f"""
+        from memory_children import corrupt_offsets_report
+        emit(corrupt_offsets_report({str(tmp_path)!r}))
+    """, timeout=300).check()
+    report = res.result
+    assert len(report) == 3 * 2 * 2 + 4, sorted(report)
+    problems = []
+    for case, out in report.items():
+        entries = ARRAY_ENTRIES + (FILE_ENTRIES if out["path"] else ())
+        for entry in entries:
+            status, message = out[entry]
+            # Files: a CorpusReadError naming the file; arrays: a ValueError. Both name the
+            # first bad row (file rows count from the file's start, chunked from the first
+            # chunk's).
+            want = "CorpusReadError" if entry in FILE_ENTRIES else "ValueError"
+            if status == "ok" or "ArrowDataError" not in status or want not in status:
+                problems.append(f"{case} {entry}: {status} {message}")
+            elif f"row {out['row']}:" not in message or "corrupt Arrow data" not in message:
+                problems.append(f"{case} {entry}: message does not name row {out['row']}: {message}")
+            elif entry in FILE_ENTRIES and out["path"] not in message:
+                problems.append(f"{case} {entry}: message does not name the file: {message}")
+    assert not problems, "\n".join(problems)
+
+
+def test_check_offsets_is_vectorised_and_cheap():
+    """O(rows) NumPy: a million rows are checked in well under a second."""
+    import numpy as np
+    import pyarrow as pa
+
+    from fastbpe_nb.io.arrow_text import check_offsets, text_buffers
+
+    arr = pa.array(["ab"] * 1_000_000)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        check_offsets(arr)
+    assert (time.perf_counter() - t0) / 5 < 0.2
+    data, offsets, valid = text_buffers(arr.slice(10, 5))
+    assert offsets.tolist() == [0, 2, 4, 6, 8, 10] and len(data) == 10 and valid.all()
+    # A null slot holding bytes is dropped (a copy); zero-length null slots need none.
+    bufs = pa.array(["ab", "cd", "ef"]).buffers()
+    mask = pa.py_buffer(np.packbits([1, 0, 1], bitorder="little").tobytes())
+    holey = pa.Array.from_buffers(pa.string(), 3, [mask, bufs[1], bufs[2]], null_count=1)
+    data, offsets, valid = text_buffers(holey)
+    assert bytes(data) == b"abef" and offsets.tolist() == [0, 2, 2, 4]
+    assert valid.tolist() == [True, False, True]
+
+
+# ------------------------------------------------------------- 2. truncated while read
+@pytest.mark.parametrize("entry", ["encode", "train"])
+@pytest.mark.parametrize("fmt", ["file", "stream"])
+def test_arrow_truncated_while_read(tmp_path, entry, fmt):
+    """The file is cut to half its size while the second batch is processed (by the
+    child itself, deterministically): a CorpusReadError naming the file, never SIGBUS."""
+    res = run_case(f"""
+        from memory_children import big_ipc, truncate_while_reading
+        path = {str(tmp_path / "big.arrow")!r}
+        big_ipc(path, stream={fmt == "stream"})
+        emit(truncate_while_reading(path, {entry!r}, {str(tmp_path)!r}))
+    """, timeout=300)
+    check_truncated(res, str(tmp_path / "big.arrow"))
+
+
+def check_truncated(res, path):
+    assert not res.timed_out and res.returncode == 0, res.describe()
+    status, message = res.result
+    assert status != "ok", f"a truncated file was read without an error: {message}"
+    assert "CorpusReadError" in status and path in message, (status, message)
+
+
+@pytest.mark.parametrize("entry", ["encode", "train"])
+def test_arrow_truncated_by_another_process(tmp_path, entry):
+    """The same, with os.truncate called by this (the test) process while the child runs."""
+    path = str(tmp_path / "big.arrow")
+    marker = str(tmp_path / "reading")
+
+    def cut():
+        deadline = time.monotonic() + 240
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.truncate(path, os.path.getsize(path) // 2)
+
+    res = run_case(f"""
+        from memory_children import big_ipc
+        big_ipc({path!r})
+    """, timeout=120).check()
+    cutter = threading.Thread(target=cut, daemon=True)
+    cutter.start()
+    res = run_case(f"""
+        from memory_children import truncate_while_reading
+        emit(truncate_while_reading({path!r}, {entry!r}, {str(tmp_path)!r}, {marker!r}))
+    """, timeout=300)
+    cutter.join(5)
+    check_truncated(res, path)
+
+
+# ------------------------------------------------------------------- 5. column types
+CONVERTED = ("binary", "large_binary", "dictionary", "dictionary_large", "string_view",
+             "binary_view", "null")
+REFUSED = ("int64", "list", "list_of_string", "struct", "fixed_size_binary")
+
+
+def test_odd_text_column_types(tmp_path):
+    """Types that hold text give the string column's ids (binary: the raw bytes' ids, as
+    encode_bytes); other types raise TextColumnTypeError naming the file, column, type."""
+    res = run_case(f"""
+        from memory_children import odd_types_report
+        emit(odd_types_report({str(tmp_path)!r}))
+    """, timeout=300).check()
+    report = res.result
+    refs = report.pop("_ref_merges")
+    assert sorted(report) == sorted(CONVERTED + REFUSED)
+    problems = []
+    for name, out in report.items():
+        entries = [e for e in out if e.startswith(("encode", "train", "count"))]
+        assert len(entries) == 7 or "unwritable" in out["parquet_type"], (name, entries)
+        for entry in entries:
+            status, value = out[entry]
+            if name in REFUSED:
+                ok = ("TextColumnTypeError" in status and out["arrow_type"].split("<")[0] in value
+                      and "not text" in value)
+                if "[" in entry:  # a file: the error names it and the column
+                    ok = ok and "CorpusReadError" in status and "column 'text'" in value \
+                        and (f"{name}.arrow" in value or f"{name}.parquet" in value)
+                else:
+                    ok = ok and "TypeError" in status
+                if not ok:
+                    problems.append(f"{name} {entry}: {status} {value}")
+                continue
+            if status != "ok":
+                problems.append(f"{name} {entry}: {status} {value}")
+                continue
+            if entry.startswith("train"):
+                want = refs[out["ref"]]
+            elif entry == "count_tokens":
+                want = [0 if w is None else len(w) for w in out["want"]]
+            else:
+                want = out["want"]
+            if value != want:
+                problems.append(f"{name} {entry}: wrong result {str(value)[:200]}")
+    assert not problems, "\n".join(problems)
