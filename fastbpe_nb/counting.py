@@ -42,6 +42,9 @@ class WordCounter:
         self._first = np.zeros(1 << 15, dtype=np.int64)
         self._hash = np.zeros(1 << 15, dtype=np.int64)
         self._n = 0
+        #: Called as ``memory_check(bytes)`` before each counting kernel call with the most
+        #: it may allocate (``growth_bytes``): a budget raises there, before allocating.
+        self.memory_check = None
 
     @property
     def n_unique(self) -> int:
@@ -77,7 +80,37 @@ class WordCounter:
         if self.matcher:
             data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
         pieces, _ = pretokenize.piece_offsets(data, doc_offsets, self.pattern)
+        if self.memory_check is not None:
+            self.memory_check(self.growth_bytes(len(pieces) - 1, len(data)))
         self._count_pieces(data, pieces)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the table's arrays hold (capacity, not just the part in use)."""
+        return sum(a.nbytes for a in (self._keys, self._store, self._off, self._count,
+                                       self._first, self._hash))
+
+    def growth_bytes(self, n_pieces: int, n_bytes: int) -> int:
+        """The most the counting kernel allocates for a batch of ``n_pieces`` pieces of
+        ``n_bytes`` bytes (as if every piece were a new word): its private per-block tables
+        (3 int64 per piece, and hash slots: at most 4 int64 per piece) and the growth of
+        the global table (hash slots doubling, store and per-word arrays growing)."""
+        private = (24 + 32) * n_pieces
+        n_new = self._n + n_pieces
+        cap = self._keys.shape[0]
+        while 2 * (n_new + 1) > cap:
+            cap *= 2
+        grow = 8 * cap if cap != self._keys.shape[0] else 0
+        if self._store_len + n_bytes > self._store.shape[0]:
+            grow += max(self._store_len + n_bytes, 2 * self._store.shape[0])
+        if n_new + 2 > self._off.shape[0]:
+            grow += 4 * 8 * max(n_new + 2, 2 * self._off.shape[0])
+        return private + grow
+
+    def table_bytes(self) -> int:
+        """Bytes ``table()`` allocates: the words' bytes, offsets and counts (copies), and a
+        bool per word (the check that the table is already in first-occurrence order)."""
+        return self._store_len + 8 * (self._n + 1) + 8 * self._n + self._n
 
     def _cut_special_tokens(self, data, doc_offsets):
         """Split documents at special tokens, dropping the tokens (rarely needed: filtered)."""
@@ -131,7 +164,15 @@ class WordCounter:
             Occurrences of each word.
         """
         n = self._n
-        order = np.argsort(self._first[:n], kind="stable")
+        first = self._first[:n]
+        if n < 2 or bool((first[1:] > first[:-1]).all()):
+            # The usual case (always, as count_batch adds words): words entered the table
+            # in first-occurrence order, so the store already is the table, and copies are
+            # all it takes (S + 16 W bytes; the general gather below holds ~40 B/symbol).
+            start = int(self._off[0])
+            return (self._store[start:int(self._off[n])].copy(), self._off[: n + 1] - start,
+                    self._count[:n].copy())
+        order = np.argsort(first, kind="stable")
         starts = self._off[:n][order]
         lengths = (self._off[1 : n + 1] - self._off[:n])[order]
         offsets = np.zeros(n + 1, dtype=np.int64)

@@ -262,3 +262,51 @@ def _write_parquet(workdir, name, arr):
     path = os.path.join(workdir, name + ".parquet")
     pq.write_table(pa.table({"text": arr, "n": pa.array(range(len(arr)))}), path)
     return path
+
+
+def unique_words_corpus(path: str, n_words: int, seed: int = 0) -> int:
+    """A text file of ``n_words`` random 4-12 letter words, nearly all distinct (a word
+    table as large as the corpus: the hard case for training memory). Returns its size."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(4, 13, size=n_words)
+    ends = np.cumsum(lengths + 1)
+    buf = np.full(int(ends[-1]), 32, dtype=np.uint8)
+    is_letter = np.ones(len(buf), dtype=bool)
+    is_letter[ends - 1] = False
+    buf[is_letter] = rng.integers(97, 123, size=int(lengths.sum()), dtype=np.uint8)
+    with open(path, "wb") as f:
+        f.write(buf.tobytes())
+    return len(buf)
+
+
+def _vm(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def train_under_budget(path: str, vocab_size: int, max_memory=None) -> dict:
+    """``train_files`` on ``path`` with ``max_memory``; the outcome, the merges, and the
+    peak RSS of the whole run and of its counting phase (VmHWM when counting returned)."""
+    import hashlib
+
+    import fastbpe_nb as fb
+    from fastbpe_nb import trainer
+
+    real_count = trainer.count_files
+    seen = {}
+
+    def count_files(*args, **kwargs):
+        out = real_count(*args, **kwargs)
+        seen["count_peak"] = _vm("VmHWM")
+        return out
+
+    trainer.count_files = count_files
+    status, value = outcome(lambda: fb.train_files([path], vocab_size=vocab_size,
+                                                   max_memory=max_memory).merges.tolist())
+    return {"status": status, "value": value if status != "ok" else len(value),
+            "merges_hash": (hashlib.sha256(str(value).encode()).hexdigest()
+                            if status == "ok" else None),
+            "count_peak": seen.get("count_peak"), "peak": _vm("VmHWM"), "max_memory": max_memory}

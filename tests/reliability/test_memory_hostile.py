@@ -166,3 +166,88 @@ def test_odd_text_column_types(tmp_path):
             if value != want:
                 problems.append(f"{name} {entry}: wrong result {str(value)[:200]}")
     assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------- 3. memory budget
+def train_child(path, vocab, max_memory=None):
+    return run_case(f"""
+        from memory_children import train_under_budget
+        emit(train_under_budget({path!r}, {vocab}, {max_memory!r}))
+    """, timeout=600).check().result
+
+
+def test_max_memory_is_kept_in_every_phase(tmp_path):
+    """1M unique words: the unbudgeted run's peak P, then budgets between the counting
+    peak and P (the merge phase cannot fit: MemoryBudgetError naming it, raised before
+    the RSS passes the budget) and 25% above P (it fits: same merges, within budget)."""
+    path = str(tmp_path / "unique.txt")
+    run_case(f"""
+        from memory_children import unique_words_corpus
+        emit(unique_words_corpus({path!r}, 1_000_000))
+    """, timeout=120).check()
+    vocab = 2000
+    free = train_child(path, vocab)
+    assert free["status"] == "ok", free
+    peak, count_peak = free["peak"], free["count_peak"]
+    assert peak > count_peak + (200 << 20), free  # the merge phase is the larger one
+    for budget in (count_peak + (peak - count_peak) // 3, (count_peak + peak) // 2):
+        out = train_child(path, vocab, budget)
+        assert "MemoryBudgetError" in out["status"], (budget, out)
+        assert "merging" in out["value"] and "max_memory" in out["value"], out
+        assert out["peak"] <= budget, f"RSS {out['peak']} passed the budget {budget}: {out}"
+    roomy = train_child(path, vocab, int(peak * 1.25))
+    assert roomy["status"] == "ok", ("the estimate is more than 25% too high", free, roomy)
+    assert roomy["merges_hash"] == free["merges_hash"] and roomy["peak"] <= int(peak * 1.25)
+
+
+def test_word_index_bound_and_fallback():
+    """The word index sized by word_index_rows never fills (so the kernel never grows and
+    copies it), and a too-small one is grown: the merges are the same either way."""
+    import numpy as np
+
+    import fastbpe_nb as fb
+    from fastbpe_nb.kernels.merge import train_merges, word_index_rows
+    from rel_harness import code_like, random_words
+
+    rng = np.random.default_rng(5)
+    corpora = {"runs": ["a" * 300, "ab" * 200, "aaab" * 50] * 3,
+               "words": [random_words(60_000, seed=2)],
+               "code": [code_like(40_000)],
+               "bytes": [bytes(rng.integers(0, 256, 20_000, dtype=np.uint8)).decode("latin-1")]}
+    for name, texts in corpora.items():
+        counter = fb.trainer.count_corpus(texts, "gpt2" if name != "runs" else None)
+        word_bytes, offsets, counts = counter.table()
+        n_sym, n_words = int(offsets[-1]), len(counts)
+        rows = word_index_rows(n_sym, n_words, int(np.diff(offsets).max()))
+        bound = np.full((rows, 2), -7, np.int64)
+        results = []
+        for nodes in (bound, np.empty((0, 2), np.int64)):
+            out = train_merges(word_bytes.astype(np.int32), offsets, counts,
+                               np.arange(257, dtype=np.int64), np.arange(256, dtype=np.uint8),
+                               np.arange(256, dtype=np.int64), 0, 1 << 40, 1 << 40, 1, 1 << 40,
+                               np.zeros(3, np.int64), nodes)
+            results.append([a.tolist() for a in out])
+        assert results[0] == results[1], name
+        assert len(results[0][0]) > 10, name
+        # Rows are used in order; had the kernel outgrown ``bound`` (and copied it), the
+        # rows past the last used one would not be left untouched at the end.
+        used = int(np.flatnonzero(bound[:, 0] != -7)[-1]) + 1
+        assert used <= rows - int(np.diff(offsets).max()) - 2, (name, used, rows)
+
+
+def test_budget_stops_the_kernel_before_it_allocates():
+    """A kernel byte budget smaller than its first arrays: it stops at once and says so."""
+    import numpy as np
+
+    from fastbpe_nb.kernels.merge import PROG_NEED, PROG_PHASE, STOPPED_MEMORY, train_merges
+
+    symbols = np.frombuffer(b"hello world " * 1000, np.uint8).astype(np.int32)
+    offsets = np.array([0, len(symbols)], np.int64)
+    progress = np.zeros(6, np.int64)
+    progress[3] = 1000  # bytes
+    merges, _, _ = train_merges(symbols, offsets, np.ones(1, np.int64),
+                                np.arange(257, dtype=np.int64), np.arange(256, dtype=np.uint8),
+                                np.arange(256, dtype=np.int64), 0, 100, 1 << 40, 1, 1 << 40,
+                                progress, np.empty((0, 2), np.int64))
+    assert len(merges) == 0 and progress[2] == STOPPED_MEMORY and progress[PROG_PHASE] == 1
+    assert progress[PROG_NEED] > 1000
