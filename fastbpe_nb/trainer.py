@@ -96,19 +96,17 @@ def word_table(words: dict, base: str, end_of_word: str | None):
     Returns ``(symbols int32[total], offsets int64[n+1], counts int64[n], alphabet)`` where
     ``alphabet`` is None in byte mode and the sorted base symbols in char mode.
     """
-    items = [(w, c) for w, c in words.items() if w]
-    for w, c in items:
+    for w, c in words.items():
         if not isinstance(w, str):
             raise TypeError(f"word {w!r}: words must be str")
-        if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c <= 0:
+        if w and (isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c <= 0):
             raise TrainingError(f"word {w!r}: count must be a positive integer, got {c!r}")
-    counts = np.fromiter((c for _, c in items), dtype=np.int64, count=len(items))
     if base == "bytes":
-        encoded = [clean_text(w).encode("utf-8") for w, _ in items]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        symbols = np.frombuffer(b"".join(encoded), dtype=np.uint8).astype(np.int32)
+        symbols, lengths, counts = _byte_table(words)
         alphabet = None
     else:
+        items = [(w, c) for w, c in words.items() if w]
+        counts = np.fromiter((c for _, c in items), dtype=np.int64, count=len(items))
         text = "".join(w for w, _ in items)
         chars = sorted(set(text))
         if end_of_word is not None:
@@ -141,6 +139,40 @@ def word_table(words: dict, base: str, end_of_word: str | None):
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return symbols, offsets, counts, alphabet
+
+
+def _byte_table(words: dict):
+    """Byte mode's ``(symbols int32[S], lengths int64[W], counts int64[W])`` of a validated
+    ``{word: count}``, empty words dropped, without a Python object per word: the words
+    are joined and encoded once (S bytes, then the 4S int32 symbols); per word only its
+    UTF-8 length is taken (from ``len`` when the text is ASCII). Measured (1.95M words of
+    9 bytes, VmHWM reset before the call): a peak of +87 MiB (the outputs are 98 MiB, partly
+    in reused memory) in 0.8 s, against +392 MiB in 1.9 s when each word's bytes and
+    (word, count) tuple were kept in lists."""
+    n = len(words)
+    values = words.values() if "" not in words else (c if w else 1 for w, c in words.items())
+    counts = np.fromiter(values, dtype=np.int64, count=n)  # the empty word's is not checked
+    joined = "".join(words)
+    try:
+        raw = joined.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: each word cleaned alone (rare)
+        raw = None
+    if raw is not None and len(raw) == len(joined):  # ASCII: characters are bytes
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=n)
+    elif raw is not None:
+        lengths = np.fromiter((len(w.encode("utf-8")) for w in words), dtype=np.int64, count=n)
+    else:
+        cleaned = [clean_text(w).encode("utf-8") for w in words]  # per word: no pairing across
+        lengths = np.fromiter(map(len, cleaned), dtype=np.int64, count=n)
+        raw = b"".join(cleaned)
+        del cleaned
+    del joined
+    symbols = np.frombuffer(raw, dtype=np.uint8).astype(np.int32)
+    del raw
+    keep = lengths > 0
+    if not keep.all():
+        lengths, counts = lengths[keep], counts[keep]
+    return symbols, lengths, counts
 
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
@@ -419,29 +451,30 @@ class MemoryBudgetError(TrainingError, MemoryError):
 
 #: What each training phase of ``train_files`` allocates on top of what is held when it
 #: starts, as (bytes per word-table symbol S, bytes per unique word W); S is the total bytes
-#: of the unique words. The budget checks use the exact forms of the first three (from the
-#: arrays: ``WordCounter.table_bytes``, ``astype(int32)``, ``train_merges``' first
-#: allocations); the kernel checks its later growth itself before each allocation.
-#: Measured (tools/measure_train_memory.py: VmHWM reset before each phase, 1M and 3M
-#: unique random 4-12 letter words, gpt2 pattern, S = 9.0 B/word, vocab 260..20000):
-#:   word table     1 B/S + 17 B/W  measured +9 MiB on 1M words (was 36 B/S: a gather
-#:                                  of int64 index arrays, before the in-order fast path)
-#:   int32 symbols  4 B/S           measured 4.0
-#:   merge setup    24 B/S + 16 B/W measured 24.7 B/S at 4 merges (symbols included)
-#:   merging        + 16..48 B/S    the word index grows with the merged occurrences (at
-#:                                  most 2 nodes each, <= 3 (S - W) nodes in all) and
-#:                                  doubles: measured 44 B/S at 744 merges, 75 at 19744
-#: The counter itself (~60-100 B/W: hash slots, store, per-word arrays) is freed before
-#: merging; before that change it stayed alive for the whole merge phase.
-#: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
-#: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,
-#: allocator overhead. Measured: a stop 1.2 MiB past the budget without it (1M words).
-KERNEL_SLACK_BYTES = 32 << 20
+#: of the unique words. The budget checks use them before each phase (the word table's
+#: exact form is ``WordCounter.table_bytes``); the merge kernel then checks every later
+#: allocation itself against what is left of the budget (``run_merge_kernel``).
+#: Measured with benchmarks/train_memory_phases.py (VmHWM reset before each phase; 986,818
+#: unique random 4-12 letter words, gpt2 pattern, S = 9.1 B/word):
+#:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.growth_bytes)
+#:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
+#:                                    through int64 index arrays) before the copy path
+#:   int32 symbols   4.0 B/S          estimate 4 B/S
+#:   merge setup    20.3 B/S          at 4 merges; estimate 20 B/S + 16 B/W (pos, wlen,
+#:                                    stamp, the word index's first rows)
+#:   merging        62.7 / 75.6 B/S   at 4,744 / 19,744 merges: the word index (16 B per
+#:                                    node, ~2 nodes per symbol), pair store and table,
+#:                                    heap; the kernel counts them as they grow
+#: The counter (131 B/W here) is freed before merging; it used to stay alive throughout.
 PHASE_BYTES = {
     "word table": (1, 17),
     "int32 symbols": (4, 0),
     "merge setup": (20, 16),  # + the int32 symbols, already held
 }
+#: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
+#: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,
+#: allocator overhead. Measured: a stop 1.2 MiB past the budget without it (1M words).
+KERNEL_SLACK_BYTES = 32 << 20
 
 
 def phase_bytes(phase: str, n_symbols: int, n_words: int) -> int:

@@ -251,3 +251,30 @@ def test_budget_stops_the_kernel_before_it_allocates():
                                 progress, np.empty((0, 2), np.int64))
     assert len(merges) == 0 and progress[2] == STOPPED_MEMORY and progress[PROG_PHASE] == 1
     assert progress[PROG_NEED] > 1000
+
+
+def test_word_table_matches_the_per_word_layout():
+    """word_table (joined once, no per-word objects) == the per-word layout it replaced."""
+    import numpy as np
+
+    from fastbpe_nb.tokenizer import clean_text
+    from fastbpe_nb.trainer import word_table
+
+    def per_word(words):
+        items = [(w, c) for w, c in words.items() if w]
+        encoded = [clean_text(w).encode("utf-8") for w, _ in items]
+        offsets = np.zeros(len(items) + 1, np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        return (np.frombuffer(b"".join(encoded), np.uint8).astype(np.int32).tolist(),
+                offsets.tolist(), [c for _, c in items])
+
+    cases = [{" the": 5, " cat": 2, "!": 1},
+             {" naïve": 3, " 東京": 2, "😀": 1, "": "ignored", " x": np.int64(4)},
+             # lone surrogates: each word cleaned alone (a high one ending a word and a low
+             # one starting the next must not pair up into one character)
+             {"a\ud83d": 1, "\ude00b": 2, "ok": 3, "\ud83d\ude00": 4},
+             {}]
+    for words in cases:
+        symbols, offsets, counts, alphabet = word_table(words, "bytes", None)
+        assert alphabet is None
+        assert (symbols.tolist(), offsets.tolist(), counts.tolist()) == per_word(words), words
