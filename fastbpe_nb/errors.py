@@ -97,3 +97,8 @@ class TextColumnTypeError(CorpusReadError, TypeError):
     Names the file, the column and the type when they are known. A ``CorpusReadError``
     for file readers, a ``TypeError`` for in-memory arrays.
     """
+
+
+class OutOfMemoryError(FastBPEError, MemoryError):
+    """An operation ran out of memory on an input too large for it; names the file, the
+    rows and an estimate of what they need (instead of a bare MemoryError)."""

@@ -202,14 +202,13 @@ def read_parquet(path: str, column: str, stats: ReadStats):
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for bad files
         raise CorpusReadError(f"{path}: not a readable Parquet file ({exc})") from None
-    from .arrow_text import parquet_batch_rows
+    from .arrow_text import row_group_batches
 
     columns = [column] if column in pf.schema_arrow.names else None
     row = 0
     for rg in range(pf.num_row_groups):
         # Record batches of ~8 MB: a row group of huge documents is never decoded whole.
-        batches = pf.iter_batches(batch_size=parquet_batch_rows(pf, rg), row_groups=[rg],
-                                  columns=columns)
+        batches = row_group_batches(pf, rg, columns)
         while True:
             try:
                 batch = next(batches)

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from ..errors import CorpusReadError, DisallowedSpecialTokenError, FastBPEError
-from .arrow_text import parquet_batch_rows
+from .arrow_text import row_group_batches
 from .atomic import atomic_write
 from .corpus import expand_paths, file_kind
 
@@ -52,8 +52,7 @@ def _row_batches(path: str, columns: list[str]):
                 # Stream each row group in record batches: a huge row group is never
                 # decoded whole (bounded memory whatever the writer chose).
                 try:
-                    rows = parquet_batch_rows(pf, rg)
-                    for batch in pf.iter_batches(batch_size=rows, row_groups=[rg], columns=columns):
+                    for batch in row_group_batches(pf, rg, columns):
                         yield row, pa.Table.from_batches([batch])
                         row += batch.num_rows
                 except CorpusReadError:
@@ -210,6 +209,7 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
     rep = {"path": path, "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0}
     writer = None
     ctx = None
+    batch = None
     idx_parts = []
     n_tokens_written = 0
     try:
@@ -217,6 +217,7 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
             ctx = atomic_write(outs[0])
             f = ctx.__enter__()
         for row0, table in _slices(_row_batches(path, columns), column, path):
+            batch = (row0, table.num_rows)  # named if memory runs out
             col = table.column(column)
             col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
             try:
@@ -250,11 +251,10 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                 # Null rows encode to nothing, so ``ids`` is already the valid documents'
                 # ids back to back: insert the separator after each of them.
                 ends = offsets[1:][valid]
-                flat = np.insert(ids.astype("<" + np_dtype.str[1:]), ends, sep_id)
-                f.write(flat.data)
+                n_flat = _write_bin(f, ids, ends, sep_id, np.dtype("<" + np_dtype.str[1:]))
                 starts = (offsets[:-1][valid] + np.arange(len(ends))).astype(np.int64)
                 idx_parts.append(starts + n_tokens_written)
-                n_tokens_written += len(flat)
+                n_tokens_written += n_flat
         if count_only:
             return rep
         if fmt == "parquet":
@@ -282,7 +282,58 @@ def _encode_one(tok, path, outs, column, columns, fmt, np_dtype, sep_id, allowed
                 pass
         if ctx is not None:
             ctx.__exit__(type(exc), exc, exc.__traceback__)
+        if isinstance(exc, MemoryError) and not isinstance(exc, FastBPEError) and batch:
+            raise _out_of_memory(path, batch, table, column, fmt, exc) from exc
         raise
+
+
+#: Ids per piece when a bin file is written (bounds the conversion and insertion copies).
+BIN_PIECE_IDS = 4 << 20
+#: Bytes per id that writing ``ids`` as a Parquet ``list`` row takes in pyarrow's writer
+#: (repetition/definition levels and buffers for the whole row), measured with 11.5M and
+#: 86M ids of one row: 24 and 20 (14-18 in the writer alone); plus the 4 of the ids.
+PARQUET_LIST_BYTES_PER_ID = 24
+
+
+def _write_bin(f, ids, ends, sep_id, dtype) -> int:
+    """Write ``ids`` with ``sep_id`` inserted before each index of ``ends`` (sorted; an end
+    equal to ``len(ids)`` is appended), ``BIN_PIECE_IDS`` ids at a time, as ``dtype``.
+    The same bytes as one ``np.insert`` of the whole, without copies of the whole (a
+    single huge document's ids were copied twice). Returns the ids written."""
+    n = len(ids)
+    written = 0
+    for a in range(0, max(n, 1), BIN_PIECE_IDS):
+        b = min(n, a + BIN_PIECE_IDS)
+        lo = int(np.searchsorted(ends, a, side="left"))
+        hi = len(ends) if b == n else int(np.searchsorted(ends, b, side="left"))
+        piece = np.insert(ids[a:b].astype(dtype), ends[lo:hi] - a, sep_id)
+        f.write(piece.data)
+        written += len(piece)
+    return written
+
+
+def _out_of_memory(path, batch, table, column, fmt, exc):
+    """The error for a batch that ran out of memory: its rows, size and an estimate."""
+    from ..errors import OutOfMemoryError
+    from .arrow_text import text_buffers
+
+    row0, n_rows = batch
+    try:
+        _, offsets, _ = text_buffers(table.column(column).combine_chunks())
+        n_bytes = int(offsets[-1])
+    except Exception:  # the estimate is a courtesy: never hide the error behind another
+        n_bytes = 0
+    # Prose runs ~3.5 bytes per token (an upper bound on ids is one per byte).
+    ids = n_bytes / 3.5
+    need = n_bytes + 4 * ids + (PARQUET_LIST_BYTES_PER_ID * ids if fmt == "parquet" else 0)
+    rows = f"row {row0}" if n_rows == 1 else f"rows {row0}..{row0 + n_rows - 1}"
+    hint = (" format='bin' needs no list writer: about the text plus 4 bytes per id."
+            if fmt == "parquet" else "")
+    return OutOfMemoryError(
+        f"{path}: {rows} ({n_bytes / 2**20:,.0f} MiB of text): out of memory ({exc or 'MemoryError'}); "
+        f"encoding it needs about {need / 2**20:,.0f} MiB (the text, 4 bytes per id, "
+        + (f"{PARQUET_LIST_BYTES_PER_ID} per id in the Parquet writer; " if fmt == "parquet" else "")
+        + f"~3.5 text bytes per id).{hint}")
 
 
 def _slices(batches, column, path):

@@ -310,3 +310,69 @@ def train_under_budget(path: str, vocab_size: int, max_memory=None) -> dict:
             "merges_hash": (hashlib.sha256(str(value).encode()).hexdigest()
                             if status == "ok" else None),
             "count_peak": seen.get("count_peak"), "peak": _vm("VmHWM"), "max_memory": max_memory}
+
+
+def huge_row_peak(workdir: str, mib: int, source: str, fmt: str) -> dict:
+    """``encode_parquet`` of one file holding one row of ``mib`` MiB of prose (``source``:
+    "parquet", written with pyarrow's defaults, or "arrow" IPC) into ``fmt``; the peak RSS
+    it added (VmHWM reset just before the call), the row and ids sizes, the time. The
+    file is written by an earlier call (returns None): memory freed after writing it would
+    be reused by the encoder and hide part of its peak."""
+    import time
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    import fastbpe_nb as fb
+    from rel_harness import prose
+
+    path = os.path.join(workdir, f"huge.{source}")
+    if not os.path.exists(path):
+        block = prose(1 << 20, seed=1)
+        table = pa.table({"text": pa.array([block * mib], pa.large_string())})
+        if source == "parquet":
+            pq.write_table(table, path)
+        else:
+            with ipc.new_file(path, table.schema) as w:
+                w.write_table(table)
+        return None
+    tok = fb.train([prose(200_000, seed=2)], vocab_size=2000, special_tokens=["<|endoftext|>"])
+    tok.encode_batch(pa.array(["warm up the kernels " * 100]))  # compile before measuring
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _vm("VmRSS")
+    t0 = time.perf_counter()
+    if fmt == "train":  # train_files instead: counting one huge row
+        fb.train_files([path], vocab_size=1000)
+        rep = {"tokens": 0}
+    else:
+        rep = fb.encode_parquet(tok, path, os.path.join(workdir, f"out-{source}-{fmt}"),
+                                format=fmt)
+    return {"added": _vm("VmHWM") - before, "row": mib << 20, "tokens": rep["tokens"],
+            "seconds": time.perf_counter() - t0}
+
+
+def huge_row_out_of_memory(workdir: str, mib: int, fmt: str, spare: int) -> list:
+    """The same encode with the address space capped ``spare`` bytes above what the
+    process has mapped now (RLIMIT_AS): the outcome (a clear error, not a bare one)."""
+    import resource
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    import fastbpe_nb as fb
+    from rel_harness import prose
+
+    path = os.path.join(workdir, "huge.arrow")
+    block = prose(1 << 20, seed=1)
+    table = pa.table({"text": pa.array(["small row", block * mib], pa.large_string())})
+    with ipc.new_file(path, table.schema) as w:
+        w.write_table(table)
+    del table, block
+    tok = fb.train([prose(200_000, seed=2)], vocab_size=2000, special_tokens=["<|endoftext|>"])
+    tok.encode_batch(pa.array(["warm up the kernels " * 100]))
+    fb.encode_parquet(tok, path, os.path.join(workdir, "warm"), format=fmt)  # all code paths
+    limit = _vm("VmSize") + spare
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return outcome(lambda: fb.encode_parquet(tok, path, os.path.join(workdir, "out"), format=fmt))

@@ -278,3 +278,95 @@ def test_word_table_matches_the_per_word_layout():
         symbols, offsets, counts, alphabet = word_table(words, "bytes", None)
         assert alphabet is None
         assert (symbols.tolist(), offsets.tolist(), counts.tolist()) == per_word(words), words
+
+
+# --------------------------------------------------------------- 4. one huge document
+def huge_row_case(tmp_path, mib, source, fmt):
+    code = f"""
+        from memory_children import huge_row_peak
+        emit(huge_row_peak({str(tmp_path)!r}, {mib}, {source!r}, {fmt!r}))
+    """
+    assert run_case(code, timeout=900).check().result is None  # writes the file
+    return run_case(code, timeout=900).check().result
+
+
+def huge_row_bound(out, source, fmt):
+    """The peak a one-row file may add: the row, 1.1x its ids (4 bytes each) and 48 MiB;
+    at least 3.6x the row when pyarrow decodes it from Parquet (its reader holds the
+    compressed chunk, the decompressed page and, for a dictionary page, the dictionary as
+    well as the row); plus pyarrow's list writer for Parquet output (per id). Training
+    ("train": counting the row; no ids) gets the row and 48 MiB."""
+    from fastbpe_nb.io.encode_files import PARQUET_LIST_BYTES_PER_ID
+
+    row, ids = out["row"], 4 * out["tokens"]
+    bound = row + 1.1 * ids + (48 << 20)
+    if fmt == "parquet":
+        bound += PARQUET_LIST_BYTES_PER_ID * out["tokens"]
+    if source == "parquet":
+        bound = max(bound, 3.6 * row + (48 << 20))
+    return bound
+
+
+HUGE_CASES = [("arrow", "bin"), ("parquet", "bin"), ("parquet", "parquet"), ("arrow", "train"),
+              ("parquet", "train")]
+
+
+@pytest.mark.parametrize("source,fmt", HUGE_CASES)
+def test_huge_row_memory(tmp_path, source, fmt):
+    """A 48 MiB row: the added peak stays within huge_row_bound (measured: 2.8x, 3.6x and
+    8.3x the row, before 3.6x, 6.2x and 10.3x; Arrow -> bin is the row + its ids + 30 MiB;
+    at 300 MiB training took 7.5x the row from Parquet, now 3.5x, and 1.1x from Arrow)."""
+    out = huge_row_case(tmp_path, 48, source, fmt)
+    assert out["added"] <= huge_row_bound(out, source, fmt), out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source,fmt", HUGE_CASES)
+def test_huge_row_memory_300mib(tmp_path, source, fmt):
+    out = huge_row_case(tmp_path, 300, source, fmt)
+    assert out["added"] <= huge_row_bound(out, source, fmt), out
+
+
+@pytest.mark.parametrize("fmt", ["bin", "parquet"])
+def test_huge_row_out_of_memory_is_a_clear_error(tmp_path, fmt):
+    """Address space capped (RLIMIT_AS) so that the 48 MiB row cannot be encoded: an
+    OutOfMemoryError naming the file and the row and estimating the need, no bare
+    MemoryError, no crash."""
+    res = run_case(f"""
+        from memory_children import huge_row_out_of_memory
+        emit(huge_row_out_of_memory({str(tmp_path)!r}, 48, {fmt!r}, 100 << 20))
+    """, timeout=300)
+    assert not res.timed_out and res.returncode == 0, res.describe()
+    status, message = res.result
+    assert "OutOfMemoryError" in status and "FastBPEError" in status, (status, message)
+    assert "huge.arrow: row 1 (48 MiB of text)" in message and "needs about" in message, message
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
+def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
+    """Counting a document over HUGE_DOC_BYTES a segment at a time gives the same table
+    (words, counts, first-occurrence order, pieces) as counting it whole."""
+    import pyarrow as pa
+
+    import fastbpe_nb.counting as counting
+    import fastbpe_nb.tokenizer as tokenizer
+    from rel_harness import adversarial_cases, code_like, prose
+
+    docs = [prose(30_000, seed=1), "short one", code_like(20_000), "",
+            *adversarial_cases(5_000, " the").values(), prose(9_000, seed=2)]
+    arr = pa.array(docs, pa.large_string())
+
+    def table(huge, segment):
+        monkeypatch.setattr(counting, "HUGE_DOC_BYTES", huge)
+        monkeypatch.setattr(tokenizer, "SEGMENT_BYTES", segment)
+        counter = counting.WordCounter(pattern)
+        from fastbpe_nb.io.arrow_text import text_buffers
+
+        data, offsets, _ = text_buffers(arr)
+        counter.add_batch(data, offsets)
+        word_bytes, word_offsets, counts = counter.table()
+        return (word_bytes.tobytes(), word_offsets.tolist(), counts.tolist(), counter.n_pieces)
+
+    whole = table(1 << 40, 2 << 20)
+    assert table(4000, 1024) == whole
+    assert table(4000, 97) == whole
