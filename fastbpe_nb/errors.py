@@ -84,7 +84,8 @@ class CorpusReadError(FastBPEError, OSError):
 
 
 class ArrowDataError(CorpusReadError, ValueError):
-    """An Arrow text array's buffers are inconsistent (offsets outside the data, decreasing).
+    """An Arrow text array cannot be read as text: its buffers are inconsistent (offsets
+    outside the data, decreasing), or a row that must become a ``str`` is not UTF-8.
 
     Raised before any kernel reads the buffers; names the row (and the file when known).
     A ``CorpusReadError`` for file readers, a ``ValueError`` for in-memory arrays.

@@ -106,7 +106,10 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     output : str
         Output folder (created if missing); one output per input file.
     column : str
-        The text column (``string`` or ``large_string``).
+        The text column: ``string``, ``large_string``, ``binary`` / ``large_binary`` (the
+        bytes encoded as they are, as ``encode_bytes``), ``dictionary`` or ``*_view`` of
+        those, or ``null``; other types raise ``TextColumnTypeError`` (see
+        ``io.arrow_text``).
     format : {"parquet", "bin"}
     dtype : {"int32", "uint16", "uint32"}, optional
         Id type. Parquet default int32; bin default uint16 when the vocabulary fits.

@@ -370,3 +370,46 @@ def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
     whole = table(1 << 40, 2 << 20)
     assert table(4000, 1024) == whole
     assert table(4000, 97) == whole
+
+
+def test_write_bin_pieces_equal_one_insert(monkeypatch):
+    """_write_bin, piece by piece, writes exactly np.insert(ids, ends, sep) (empty
+    documents, ends on piece boundaries, no ids at all)."""
+    import io
+
+    import numpy as np
+
+    import fastbpe_nb.io.encode_files as ef
+
+    rng = np.random.default_rng(3)
+    monkeypatch.setattr(ef, "BIN_PIECE_IDS", 7)
+    dtype = np.dtype("<u2")
+    for n_ids, n_docs in ((0, 0), (0, 3), (5, 1), (14, 4), (21, 9), (100, 30)):
+        ids = rng.integers(0, 60000, n_ids).astype(np.int32)
+        ends = np.sort(np.concatenate([rng.integers(0, n_ids + 1, max(0, n_docs - 1)),
+                                       [n_ids] if n_docs else []])).astype(np.int64)
+        if n_ids >= 14:
+            ends[:2] = [7, 7]  # two ends on a piece boundary (an empty document)
+            ends.sort()
+        f = io.BytesIO()
+        written = ef._write_bin(f, ids, ends, 65535, dtype)
+        want = np.insert(ids.astype(dtype), ends, 65535).tobytes()
+        assert f.getvalue() == want and written == len(want) // 2, (n_ids, n_docs)
+
+
+def test_binary_rows_that_need_a_str_name_the_row():
+    """A binary row of invalid UTF-8 is encoded as raw bytes; where it has to become a str
+    (an allowed special token occurs in the batch) the error names the row."""
+    import pyarrow as pa
+
+    import fastbpe_nb as fb
+    from fastbpe_nb.errors import ArrowDataError
+
+    tok = fb.train(["hello world"] * 10, vocab_size=270, special_tokens=["<|endoftext|>"])
+    arr = pa.array([b"fine", b"bad \xff", b"x <|endoftext|> y"], pa.binary())
+    assert tok.encode_batch(arr, disallowed_special=()).to_pylist()[1] == tok.encode_bytes(b"bad \xff")
+    with pytest.raises(ArrowDataError, match="row 1: invalid UTF-8"):
+        tok.encode_batch(arr, allowed_special="all")
+    ok = pa.array([b"fine", b"x <|endoftext|> y"], pa.binary())
+    assert tok.encode_batch(ok, allowed_special="all").to_pylist()[1] == tok.encode(
+        "x <|endoftext|> y", allowed_special="all")
