@@ -805,7 +805,10 @@ class Tokenizer:
             if fast:
                 ids, offsets = self._encode_rows(data, doc_offsets, n_threads, dropout, seed)
                 return ids, offsets, valid
-        texts = [_row_text(array, row, row_base) for row in range(len(array))]
+        try:
+            texts = [t if t is not None else "" for t in array.to_pylist()]
+        except UnicodeDecodeError:  # a binary row of invalid UTF-8: find it, name it
+            texts = [_row_text(array, row, row_base) for row in range(len(array))]
         ids, offsets = self._run(self._layout(texts, allowed, disallowed, ("row", row_base)), n_threads,
                                  dropout=dropout, seed=seed)
         return ids, offsets, valid
