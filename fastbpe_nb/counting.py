@@ -14,6 +14,10 @@ from . import pretokenize
 from .tokenizer import clean_text
 
 
+#: Documents longer than this are counted a segment at a time (see ``_add_with_huge_docs``).
+HUGE_DOC_BYTES = 8 << 20
+
+
 class WordCounter:
     """Accumulates pre-token counts over batches, in corpus order.
 
@@ -45,6 +49,9 @@ class WordCounter:
         self._first = np.zeros(1 << 15, dtype=np.int64)
         self._hash = np.zeros(1 << 15, dtype=np.int64)
         self._n = 0
+        #: Called as ``memory_check(bytes)`` before each counting kernel call with the most
+        #: it may allocate (``growth_bytes``): a budget raises there, before allocating.
+        self.memory_check = None
 
     @property
     def n_unique(self) -> int:
@@ -79,8 +86,68 @@ class WordCounter:
         self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
         if self.matcher:
             data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
-        pieces, _ = pretokenize.piece_offsets(data, doc_offsets, self.pattern)
+        lengths = np.diff(doc_offsets)
+        if len(lengths) and lengths.max() > HUGE_DOC_BYTES and pretokenize.uses_scanner(self.pattern):
+            self._add_with_huge_docs(data, doc_offsets, lengths)
+            return
+        self._add_pieces(data, pretokenize.piece_offsets(data, doc_offsets, self.pattern)[0])
+
+    def _add_pieces(self, data, pieces):
+        if self.memory_check is not None:
+            self.memory_check(self.growth_bytes(len(pieces) - 1, len(data)))
         self._count_pieces(data, pieces)
+
+    def _add_with_huge_docs(self, data, doc_offsets, lengths):
+        """``add_batch`` when some documents exceed HUGE_DOC_BYTES: those are scanned and
+        counted ``SEGMENT_BYTES`` at a time (the scanner resumes at a piece: the same
+        pieces, in the same order), the runs of documents between them as one batch. The
+        per-piece arrays of one call then stay small (a 300 MiB row took 5.5x its size)."""
+        from ._scanner import scan_prefix_offsets
+        from .tokenizer import SEGMENT_BYTES
+
+        run_start = 0
+        for d in np.flatnonzero(lengths > HUGE_DOC_BYTES).tolist() + [len(lengths)]:
+            if d > run_start:
+                lo, hi = doc_offsets[run_start], doc_offsets[d]
+                self._add_pieces(data[lo:hi], pretokenize.piece_offsets(
+                    data[lo:hi], doc_offsets[run_start:d + 1] - lo, self.pattern)[0])
+            if d < len(lengths):
+                doc = data[doc_offsets[d]:doc_offsets[d + 1]]
+                start = 0
+                while start < len(doc):
+                    pieces, end = scan_prefix_offsets(doc, start, start + SEGMENT_BYTES,
+                                                      self.pattern)
+                    self._add_pieces(doc[start:end], pieces - start)
+                    start = end
+            run_start = d + 1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the table's arrays hold (capacity, not just the part in use)."""
+        return sum(a.nbytes for a in (self._keys, self._store, self._off, self._count,
+                                       self._first, self._hash))
+
+    def growth_bytes(self, n_pieces: int, n_bytes: int) -> int:
+        """The most the counting kernel allocates for a batch of ``n_pieces`` pieces of
+        ``n_bytes`` bytes (as if every piece were a new word): its private per-block tables
+        (3 int64 per piece, and hash slots: at most 4 int64 per piece) and the growth of
+        the global table (hash slots doubling, store and per-word arrays growing)."""
+        private = (24 + 32) * n_pieces
+        n_new = self._n + n_pieces
+        cap = self._keys.shape[0]
+        while 2 * (n_new + 1) > cap:
+            cap *= 2
+        grow = 8 * cap if cap != self._keys.shape[0] else 0
+        if self._store_len + n_bytes > self._store.shape[0]:
+            grow += max(self._store_len + n_bytes, 2 * self._store.shape[0])
+        if n_new + 2 > self._off.shape[0]:
+            grow += 4 * 8 * max(n_new + 2, 2 * self._off.shape[0])
+        return private + grow
+
+    def table_bytes(self) -> int:
+        """Bytes ``table()`` allocates: the words' bytes, offsets and counts (copies), and a
+        bool per word (the check that the table is already in first-occurrence order)."""
+        return self._store_len + 8 * (self._n + 1) + 8 * self._n + self._n
 
     def _cut_special_tokens(self, data, doc_offsets):
         """Split documents at special tokens, dropping the tokens (rarely needed: filtered)."""
@@ -130,7 +197,15 @@ class WordCounter:
             Occurrences of each word.
         """
         n = self._n
-        order = np.argsort(self._first[:n], kind="stable")
+        first = self._first[:n]
+        if n < 2 or bool((first[1:] > first[:-1]).all()):
+            # The usual case (always, as count_batch adds words): words entered the table
+            # in first-occurrence order, so the store already is the table, and copies are
+            # all it takes (S + 16 W bytes; the general gather below holds ~40 B/symbol).
+            start = int(self._off[0])
+            return (self._store[start:int(self._off[n])].copy(), self._off[: n + 1] - start,
+                    self._count[:n].copy())
+        order = np.argsort(first, kind="stable")
         starts = self._off[:n][order]
         lengths = (self._off[1 : n + 1] - self._off[:n])[order]
         offsets = np.zeros(n + 1, dtype=np.int64)

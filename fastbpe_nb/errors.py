@@ -122,3 +122,25 @@ class EncodeOptionsError(FastBPEError, ValueError):
 
 class PatternError(FastBPEError, ValueError):
     """A pre-tokenization pattern is an invalid regex or an unknown pattern name."""
+
+
+class ArrowDataError(CorpusReadError, ValueError):
+    """An Arrow text array cannot be read as text: its buffers are inconsistent (offsets
+    outside the data, decreasing), or a row that must become a ``str`` is not UTF-8.
+
+    Raised before any kernel reads the buffers; names the row (and the file when known).
+    A ``CorpusReadError`` for file readers, a ``ValueError`` for in-memory arrays.
+    """
+
+
+class TextColumnTypeError(CorpusReadError, TypeError):
+    """A column given as text has a type that cannot hold text (int, list, struct...).
+
+    Names the file, the column and the type when they are known. A ``CorpusReadError``
+    for file readers, a ``TypeError`` for in-memory arrays.
+    """
+
+
+class OutOfMemoryError(FastBPEError, MemoryError):
+    """An operation ran out of memory on an input too large for it; names the file, the
+    rows and an estimate of what they need (instead of a bare MemoryError)."""

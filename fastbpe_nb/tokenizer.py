@@ -903,9 +903,15 @@ class Tokenizer:
         """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
         import pyarrow as pa
 
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks() if array.num_chunks else pa.array([], pa.string())
-        ids, offsets, valid = self._encode_arrow_flat(array, allowed, disallowed, n_threads, row_base)
+        from .io.arrow_text import string_chunks
+
+        # Chunk by chunk (each checked before it is read), not combine_chunks(): combining
+        # copies the whole text and would read a corrupt chunk's offsets unchecked.
+        parts, row = [], row_base
+        for chunk in string_chunks(array, row_base=row_base):
+            parts.append(self._encode_arrow_flat(chunk, allowed, disallowed, n_threads, row))
+            row += len(chunk)
+        ids, offsets, valid = _join_flat(parts)
         mask = None if valid.all() else pa.array(~valid)
         if offsets[-1] >= 2**31:  # more ids than 32-bit list offsets can address
             return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids), mask=mask)
@@ -924,8 +930,8 @@ class Tokenizer:
         """
         from .io.arrow_text import string_chunks, text_buffers
 
-        (array,) = list(string_chunks(array))
-        data, doc_offsets, valid = text_buffers(array)
+        (array,) = list(string_chunks(array, row_base=row_base))
+        data, doc_offsets, valid = text_buffers(array, row_base=row_base)
         raw = self.base == "bytes" and self.normalization is None
         if raw:
             candidates = self._special_candidate_rows(array, allowed | disallowed)
@@ -1150,6 +1156,19 @@ def _arrow_texts(array, data, doc_offsets, row_base: int, raw: bool) -> list[str
         except UnicodeDecodeError as exc:
             raise InvalidUTF8Error(row_base + r, exc.start, exc.reason) from None
     raise AssertionError("to_pylist failed to decode, but every row is UTF-8")
+
+
+def _join_flat(parts):
+    """Concatenate ``(ids, offsets, valid)`` triples of consecutive chunks into one."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, bool)
+    ids = np.concatenate([p[0] for p in parts])
+    valid = np.concatenate([p[2] for p in parts])
+    offsets = np.zeros(len(valid) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([np.diff(p[1]) for p in parts]), out=offsets[1:])
+    return ids, offsets, valid
 
 
 def _is_arrow(obj) -> bool:

@@ -81,10 +81,9 @@ def _iter_texts(texts):
         raise TypeError("texts must be an iterable of documents (a list of str), not one str")
     module = type(texts).__module__ or ""
     if module.startswith("pyarrow"):
-        import pyarrow as pa
+        from .io.arrow_text import string_chunks
 
-        chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
-        for chunk in chunks:
+        for chunk in string_chunks(texts):  # checked before pyarrow reads the rows
             for start in range(0, len(chunk), 4096):
                 for text in chunk.slice(start, 4096).to_pylist():
                     if text is not None:
@@ -99,21 +98,20 @@ def word_table(words: dict, base: str, end_of_word: str | None):
     Returns ``(symbols int32[total], offsets int64[n+1], counts int64[n], alphabet)`` where
     ``alphabet`` is None in byte mode and the sorted base symbols in char mode.
     """
-    items = [(w, c) for w, c in words.items() if w]
-    for w, c in items:
+    for w, c in words.items():
         if not isinstance(w, str):
             raise TypeError(f"word {w!r}: words must be str")
-        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or c <= 0:
+        if w and (isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer))
+                  or c <= 0):
             raise TrainingError(f"word {w!r}: count must be a positive integer, got {c!r}")
-        if c > _INT64_MAX:
+        if w and c > _INT64_MAX:
             raise TrainingError(f"word {w!r}: count {c} does not fit in int64 (at most 2**63 - 1)")
-    counts = np.fromiter((c for _, c in items), dtype=np.int64, count=len(items))
     if base == "bytes":
-        encoded = [clean_text(w).encode("utf-8") for w, _ in items]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        symbols = np.frombuffer(b"".join(encoded), dtype=np.uint8).astype(np.int32)
+        symbols, lengths, counts = _byte_table(words)
         alphabet = None
     else:
+        items = [(w, c) for w, c in words.items() if w]
+        counts = np.fromiter((c for _, c in items), dtype=np.int64, count=len(items))
         text = "".join(w for w, _ in items)
         chars = sorted(set(text))
         if end_of_word is not None:
@@ -178,10 +176,50 @@ def check_count_range(offsets, counts) -> None:
                             "down (BPE depends only on their ratios, up to ties)")
 
 
+def _byte_table(words: dict):
+    """Byte mode's ``(symbols int32[S], lengths int64[W], counts int64[W])`` of a validated
+    ``{word: count}``, empty words dropped, without a Python object per word: the words
+    are joined and encoded once (S bytes, then the 4S int32 symbols); per word only its
+    UTF-8 length is taken (from ``len`` when the text is ASCII). Measured (1.95M words of
+    9 bytes, VmHWM reset before the call): a peak of +87 MiB (the outputs are 98 MiB, partly
+    in reused memory) in 0.8 s, against +392 MiB in 1.9 s when each word's bytes and
+    (word, count) tuple were kept in lists."""
+    n = len(words)
+    values = words.values() if "" not in words else (c if w else 1 for w, c in words.items())
+    counts = np.fromiter(values, dtype=np.int64, count=n)  # the empty word's is not checked
+    joined = "".join(words)
+    try:
+        raw = joined.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: each word cleaned alone (rare)
+        raw = None
+    if raw is not None and len(raw) == len(joined):  # ASCII: characters are bytes
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=n)
+    elif raw is not None:
+        lengths = np.fromiter((len(w.encode("utf-8")) for w in words), dtype=np.int64, count=n)
+    else:
+        cleaned = [clean_text(w).encode("utf-8") for w in words]  # per word: no pairing across
+        lengths = np.fromiter(map(len, cleaned), dtype=np.int64, count=n)
+        raw = b"".join(cleaned)
+        del cleaned
+    del joined
+    symbols = np.frombuffer(raw, dtype=np.uint8).astype(np.int32)
+    del raw
+    keep = lengths > 0
+    if not keep.all():
+        lengths, counts = lengths[keep], counts[keep]
+    return symbols, lengths, counts
+
+
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
-                     max_ids, min_count, max_units, progress=False):
-    """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises."""
-    from .kernels.merge import train_merges
+                     max_ids, min_count, max_units, progress=False, max_memory=None):
+    """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises.
+
+    ``max_memory`` (bytes, the whole process): the kernel may allocate what is left of it
+    after the current RSS; it checks that before every allocation and stops short of it,
+    and this raises ``MemoryBudgetError`` naming the phase and the bytes it needed.
+    """
+    from .kernels.merge import (PROG_BUDGET, PROG_NEED, PROG_PHASE, STOPPED_MEMORY,
+                                train_merges, word_index_rows)
     from .parallel import call_kernel_shielded
 
     check_count_range(offsets, counts)
@@ -189,7 +227,18 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])
     tok_data = np.frombuffer(b"".join(base_bytes), dtype=np.uint8).copy()
-    shared = np.zeros(3, dtype=np.int64)  # merges done / stop request / stopped
+    # merges done / stop request / stopped (1 asked, 2 memory) / byte budget / need / phase
+    shared = np.zeros(6, dtype=np.int64)
+    in_use = 0
+    if max_memory is not None:
+        # Compile (or load) the kernel first, on a one-word table: compiling takes ~100 MiB
+        # that the allocator keeps, and the budget left to the kernel is counted after it.
+        call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
+                             np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
+                             _UNLIMITED, 1, _UNLIMITED, np.zeros(6, np.int64),
+                             np.empty((16, 2), np.int64))
+        in_use = _rss_bytes()
+        shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -205,16 +254,35 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     def ask_to_stop():
         shared[1] = 1
 
+    # The word index at its upper bound, so that it never grows (a growth copies it and
+    # holds old + new, its largest peak); np.empty reserves address space, and only the
+    # rows in use become resident. Without that much address space (ulimit -v, strict
+    # overcommit) the kernel starts smaller and grows it.
+    max_len = int(np.max(np.diff(offsets))) if len(counts) else 0
     try:
-        return call_kernel_shielded(
+        nodes = np.empty((word_index_rows(len(symbols), len(counts), max_len), 2), np.int64)
+    except MemoryError:
+        nodes = np.empty((max(16, len(symbols)), 2), np.int64)
+    try:
+        result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
-            max_merges, max_ids, min_count, max_units, shared,
+            max_merges, max_ids, min_count, max_units, shared, nodes,
             poll=show_progress, on_interrupt=ask_to_stop,
         )
     finally:
+        del nodes
         if bar is not None:
             show_progress()
             bar.close()
+    if shared[2] == STOPPED_MEMORY:
+        where = ("setting up the pair counts and word index" if shared[PROG_PHASE] == 1
+                 else f"after {int(shared[0]):,} merges, growing the pair store / word index")
+        raise MemoryBudgetError(
+            f"merging ({where}): the merge kernel would hold {shared[PROG_NEED] / 2**20:,.0f} "
+            f"MiB on top of the {in_use / 2**20:,.0f} MiB in use, over the max_memory budget "
+            f"of {max_memory / 2**20:,.0f} MiB ({len(counts):,} unique words, "
+            f"{len(symbols):,} symbols); stopped before allocating it")
+    return result
 
 @dataclass
 class TrainOptions:
@@ -296,8 +364,11 @@ def _train_sentencepiece_style(texts, vocab_size, options):
     return train_sentencepiece(texts, vocab_size or DEFAULT_VOCAB_SIZE, **sp)
 
 
-def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, report=None):
-    """Learn merges from a word table and build the Tokenizer (and fill ``report``)."""
+def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, report=None,
+                     max_memory=None):
+    """Learn merges from a word table and build the Tokenizer (and fill ``report``).
+
+    ``max_memory``: see ``run_merge_kernel`` (the merge phase stops short of it)."""
     t0 = time.perf_counter()
     if opts.base == "bytes":
         base_bytes = [bytes([b]) for b in range(256)]
@@ -323,6 +394,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
         tie_mode, _UNLIMITED if opts.num_merges is None else opts.num_merges, max_ids,
         max(1, int(opts.min_frequency)),
         _UNLIMITED if opts.max_token_length is None else opts.max_token_length, opts.progress,
+        max_memory=max_memory,
     )
     tok = Tokenizer(merges, pattern=opts.pattern, special_tokens=opts.special_tokens,
                     base=opts.base, alphabet=alphabet, end_of_word=opts.end_of_word,
@@ -453,6 +525,53 @@ class MemoryBudgetError(TrainingError, MemoryError):
     """Training would exceed the ``max_memory`` budget the caller set."""
 
 
+#: What each training phase of ``train_files`` allocates on top of what is held when it
+#: starts, as (bytes per word-table symbol S, bytes per unique word W); S is the total bytes
+#: of the unique words. The budget checks use them before each phase (the word table's
+#: exact form is ``WordCounter.table_bytes``); the merge kernel then checks every later
+#: allocation itself against what is left of the budget (``run_merge_kernel``).
+#: Measured with benchmarks/train_memory_phases.py (VmHWM reset before each phase; 986,818
+#: unique random 4-12 letter words, gpt2 pattern, S = 9.1 B/word):
+#:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.growth_bytes)
+#:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
+#:                                    through int64 index arrays) before the copy path
+#:   int32 symbols   4.0 B/S          estimate 4 B/S
+#:   merge setup    20.3 B/S          at 4 merges; estimate 20 B/S + 16 B/W (pos, wlen,
+#:                                    stamp, the word index's first rows)
+#:   merging        62.7 / 75.6 B/S   at 4,744 / 19,744 merges: the word index (16 B per
+#:                                    node, ~2 nodes per symbol), pair store and table,
+#:                                    heap; the kernel counts them as they grow
+#: The counter (131 B/W here) is freed before merging; it used to stay alive throughout.
+PHASE_BYTES = {
+    "word table": (1, 17),
+    "int32 symbols": (4, 0),
+    "merge setup": (20, 16),  # + the int32 symbols, already held
+}
+#: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
+#: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,
+#: allocator overhead. Measured: a stop 1.2 MiB past the budget without it (1M words).
+KERNEL_SLACK_BYTES = 32 << 20
+
+
+def phase_bytes(phase: str, n_symbols: int, n_words: int) -> int:
+    """``PHASE_BYTES[phase]`` applied to a table of ``n_symbols`` symbols, ``n_words`` words."""
+    per_symbol, per_word = PHASE_BYTES[phase]
+    return per_symbol * int(n_symbols) + per_word * int(n_words)
+
+
+def check_budget(phase: str, need: int, max_memory, detail: str = "") -> None:
+    """Raise MemoryBudgetError when ``need`` more bytes on top of the current RSS would
+    exceed ``max_memory`` (None: no budget): called before a phase allocates them."""
+    if max_memory is None:
+        return
+    in_use = _rss_bytes()
+    if in_use + need > max_memory:
+        raise MemoryBudgetError(
+            f"{phase} needs about {need / 2**20:,.0f} MiB on top of the {in_use / 2**20:,.0f} "
+            f"MiB in use, over the max_memory budget of {max_memory / 2**20:,.0f} MiB"
+            + (f" ({detail})" if detail else "") + "; stopped before allocating it")
+
+
 def _rss_bytes() -> int:
     """Current resident memory (Linux /proc; falls back to the peak)."""
     try:
@@ -508,6 +627,10 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
         DEFAULT_MAX_INVALID_UTF8 if max_invalid_utf8 is None else max_invalid_utf8)
     chunk_bytes, max_chunk_bytes = chunk_limits(chunk_bytes, max_chunk_bytes, max_memory)
     counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads))
+    if max_memory is not None:
+        counter.memory_check = lambda need: check_budget(
+            "counting (the next batch)", need, max_memory,
+            f"{counter.n_unique:,} unique words so far")
     stats = ReadStats()
     files = expand_paths(paths, on_bad_input, stats.ignored, stats.skipped_files)
     bar = None
@@ -529,6 +652,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
                     f"counting used {_rss_bytes() / 2**20:.0f} MiB, over the max_memory budget "
                     f"of {max_memory / 2**20:.0f} MiB ({counter.n_unique:,} unique words so far)")
     finally:
+        counter.memory_check = None  # it refers to the counter: a cycle would delay freeing it
         if bar is not None:
             bar.close()
     return counter, stats
@@ -590,23 +714,27 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
                                      max_chunk_bytes=max_chunk_bytes)
         stats.ignored[:0] = ignored
         stats.skipped_files[:0] = skipped
+        check_budget("building the word table", counter.table_bytes(), max_memory,
+                     f"{counter.n_unique:,} unique words")
         word_bytes, offsets, counts = counter.table()
         report.update(stats.as_dict())
         require_words(counts, f"{stats.files:,} files, {stats.bytes_read:,} bytes, "
                               f"{stats.documents:,} documents and not one pre-token")
         report["pre_tokens_counted"] = counter.n_pieces
+        del counter  # its hash table and store are not needed for merging: free them first
         if counts_output is not None:
             save_counts(counts_output, word_bytes, offsets, counts, opts.pattern, opts.special_tokens)
     report["seconds_counting"] = time.perf_counter() - t0
-    if max_memory is not None:
-        # The merge kernel holds about 40 bytes per word-table symbol (symbols, positions,
-        # pair-index nodes) plus the pair store: refuse early rather than be killed.
-        estimate = _rss_bytes() + 40 * int(offsets[-1]) + 64 * len(counts)
-        if estimate > max_memory:
-            raise MemoryBudgetError(
-                f"merging would need about {estimate / 2**20:.0f} MiB, over the max_memory "
-                f"budget of {max_memory / 2**20:.0f} MiB")
-    tok = train_from_table(word_bytes.astype(np.int32), offsets, counts, None, opts, report)
+    n_symbols, n_words = int(offsets[-1]), len(counts)
+    detail = f"{n_words:,} unique words, {n_symbols:,} symbols"
+    check_budget("converting the word table to int32 symbols",
+                 phase_bytes("int32 symbols", n_symbols, n_words), max_memory, detail)
+    symbols = word_bytes.astype(np.int32)
+    del word_bytes
+    # The kernel re-checks these exactly (and every later growth) before allocating.
+    check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),
+                 max_memory, detail)
+    tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
     report["seconds_total"] = time.perf_counter() - t0
     if trace:
         from .inspect import print_trace

@@ -858,15 +858,10 @@ def _widen(schema, new):
 
 # ----------------------------------------------------------------------- Parquet and Arrow
 def _column_of(table_or_batch, column: str, path: str, where: str):
-    import pyarrow as pa
-
     names = table_or_batch.schema.names
     if column not in names:
         raise CorpusReadError(f"{path}: {where}: no column {column!r} (columns: {names})")
-    col = table_or_batch.column(names.index(column))
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
-    return col
+    return table_or_batch.column(names.index(column))
 
 
 def _clean_rows(chunk, data, offsets, r0, r1, policy: Utf8Policy, where):
@@ -897,15 +892,17 @@ def _clean_rows(chunk, data, offsets, r0, r1, policy: Utf8Policy, where):
     return np.frombuffer(b"".join(parts), dtype=np.uint8), new_o
 
 
-def _arrow_batches(array, stats: ReadStats, policy: Utf8Policy, where):
-    """Batches of a string column, sliced so that one batch holds at most ~8 MB of text.
+def _arrow_batches(array, stats: ReadStats, policy: Utf8Policy, where, prefix=None, row_base=0):
+    """Batches of a text column, sliced so that one batch holds at most ~8 MB of text.
 
     ``where(row, byte)`` describes a position for the invalid-UTF-8 message.
+    ``string_chunks`` checks each chunk (offsets, type) before it is read; ``prefix`` and
+    ``row_base`` name the file, column and row in its errors (CorpusReadError).
     """
     from .arrow_text import row_slices, string_chunks, text_buffers
 
     base = 0
-    for chunk in string_chunks(array):
+    for chunk in string_chunks(array, prefix, row_base):
         stats.documents += len(chunk) - chunk.null_count
         stats.null_rows += chunk.null_count
         data, offsets, valid = text_buffers(chunk)
@@ -934,16 +931,21 @@ def read_parquet(path: str, column: str, stats: ReadStats,
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for bad files
         raise CorpusReadError(f"{path}: not a readable Parquet file ({exc})") from None
-    from .arrow_text import describe_row_groups, parquet_read_plan
+    from .arrow_text import describe_row_groups, parquet_read_plan, row_group_batches
 
     policy = Utf8Policy(path, max_invalid_utf8, stats)
     columns = [column] if column in pf.schema_arrow.names else None
     row = 0
     for row_groups, batch_rows in parquet_read_plan(pf):
-        # Record batches of ~8 MB: a row group of huge documents is never decoded whole,
-        # and runs of small row groups are read together.
+        # Record batches of ~8 MB: a row group of huge documents is never decoded whole (and
+        # its pages are freed before a big batch is used); runs of small row groups are
+        # read together.
         where = describe_row_groups(row_groups)
-        batches = pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=columns)
+        if len(row_groups) == 1:
+            batches = row_group_batches(pf, row_groups[0], columns)
+        else:
+            batches = pf.iter_batches(batch_size=batch_rows, row_groups=row_groups,
+                                      columns=columns)
         while True:
             try:
                 batch = next(batches)
@@ -953,41 +955,36 @@ def read_parquet(path: str, column: str, stats: ReadStats,
                 raise CorpusReadError(f"{path}: {where}: cannot read ({exc})") from None
             col = _column_of(batch, column, path, where)
             yield from _arrow_batches(col, stats, policy, lambda r, i, b=row, g=where: (
-                f"row {b + r:,} ({g}), byte {i:,} of the value"))
+                f"row {b + r:,} ({g}), byte {i:,} of the value"), f"{path}: column {column!r}", row)
             row += batch.num_rows
     policy.check(final=True)
 
 
 def read_arrow(path: str, column: str, stats: ReadStats,
                max_invalid_utf8: float = DEFAULT_MAX_INVALID_UTF8):
-    """Yield batches of one Arrow IPC file (random-access file or stream format)."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
+    """Yield batches of one Arrow IPC file (random-access file or stream format).
+
+    Read record batch by record batch into our memory, not memory-mapped (see
+    ``arrow_text.ipc_batches``): a file truncated meanwhile raises CorpusReadError.
+    """
+    from .arrow_text import ipc_batches
 
     if _compression_suffix(path) is not None:
         raise CorpusReadError(f"{path}: a compressed Arrow file: decompress it first")
-    open_regular(path).close()  # a FIFO or device is refused before memory-mapping
-    try:
-        source = pa.memory_map(path, "r")
-    except Exception as exc:
-        raise CorpusReadError(f"{path}: cannot open ({exc})") from None
+    open_regular(path).close()  # a FIFO or device is refused before it is opened for reading
     policy = Utf8Policy(path, max_invalid_utf8, stats)
+    row = 0
     try:
-        try:
-            reader = ipc.open_file(source)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        except pa.ArrowInvalid:
-            source.seek(0)
-            reader = ipc.open_stream(source)
-            batches = iter(reader)
-        row = 0
-        for i, batch in enumerate(batches):
+        for i, batch in enumerate(ipc_batches(path)):
             col = _column_of(batch, column, path, f"record batch {i}")
             yield from _arrow_batches(col, stats, policy, lambda r, b, base=row, k=i: (
-                f"row {base + r:,} (record batch {k}), byte {b:,} of the value"))
+                f"row {base + r:,} (record batch {k}), byte {b:,} of the value"),
+                f"{path}: column {column!r}", row)
             row += batch.num_rows
     except CorpusReadError:
         raise
+    except FileNotFoundError as exc:
+        raise CorpusReadError(f"{path}: cannot open ({exc.strerror or exc})") from None
     except Exception as exc:
         raise CorpusReadError(f"{path}: not a readable Arrow IPC file ({exc})") from None
     policy.check(final=True)

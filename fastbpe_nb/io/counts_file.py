@@ -45,7 +45,7 @@ def is_counts_file(path) -> bool:
     import pyarrow.ipc as ipc
 
     try:
-        with pa.memory_map(os.fspath(path), "r") as source:
+        with pa.OSFile(os.fspath(path), "rb") as source:  # not mmap: see load_counts
             meta = ipc.open_file(source).schema.metadata or {}
     except Exception:
         return False
@@ -59,7 +59,9 @@ def load_counts(path):
 
     path = os.fspath(path)
     try:
-        with pa.memory_map(path, "r") as source:
+        # Read into memory, not memory-mapped: a file truncated while it is read gives
+        # an error here, not a SIGBUS later when training touches a vanished page.
+        with pa.OSFile(path, "rb") as source:
             table = ipc.open_file(source).read_all()
     except (pa.ArrowInvalid, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
@@ -85,6 +87,13 @@ def load_counts(path):
     if len(counts) and counts.min() <= 0:
         row = int(np.argmin(counts))
         raise ModelFormatError(f"count {counts[row]} is not positive", path, f"row {row}")
+    from ..errors import ArrowDataError
+    from .arrow_text import check_offsets
+
+    try:
+        check_offsets(words, "column 'word'")  # before NumPy slices the buffers
+    except ArrowDataError as exc:
+        raise ModelFormatError(str(exc), path, "word") from None
     buffers = words.buffers()
     offsets = np.frombuffer(buffers[1], np.int64)[words.offset : words.offset + len(words) + 1]
     data = (np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None

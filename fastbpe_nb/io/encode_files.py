@@ -55,9 +55,9 @@ import time
 import numpy as np
 
 from ..errors import (CorpusReadError, DisallowedSpecialTokenError, EncodeOptionsError,
-                      InvalidUTF8Error, OutputError)
+                      FastBPEError, InvalidUTF8Error, OutputError, TextColumnTypeError)
 from . import arrow_text
-from .arrow_text import parquet_batch_rows
+from .arrow_text import parquet_batch_rows, row_group_batches
 from .atomic import (PendingFile, atomic_write, check_writable, folder_lock, fsync_dir,
                      name_error, remove_stale_temps)
 from .corpus import ARROW_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_paths, file_kind
@@ -237,15 +237,11 @@ def _input_rows(path: str) -> int | None:
     try:
         if file_kind(path) == "parquet":
             return pq.ParquetFile(path).metadata.num_rows
-        with pa.memory_map(path, "r") as source:
-            try:
-                reader = ipc.open_file(source)
-                return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-            except pa.ArrowInvalid:
-                source.seek(0)
-                return sum(b.num_rows for b in ipc.open_stream(source))
     except Exception:
         return None
+    # Arrow IPC has no row count without reading every batch, and memory-mapping it to read
+    # them is what let a file cut meanwhile end in SIGBUS: size and mtime identify it.
+    return None
 
 
 def _n_rows(path: str) -> int | None:
@@ -461,15 +457,23 @@ def _open_input(path: str, columns: list[str]):
             schema = pf.schema_arrow
             batches = None
         else:
-            source = pa.memory_map(path, "r")
-            try:
-                reader = ipc.open_file(source)
-                batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-            except pa.ArrowInvalid:
-                source.seek(0)
-                reader = ipc.open_stream(source)
-                batches = iter(reader)
-            schema = reader.schema
+            import itertools
+
+            # Read batch by batch into our memory, never memory-mapped: a file cut while it
+            # is read gives CorpusReadError, not SIGBUS (arrow_text.ipc_batches).
+            stream = arrow_text.ipc_batches(path)
+            first = next(stream, None)
+            if first is None:
+                with pa.OSFile(path) as f:
+                    try:
+                        schema = ipc.open_file(f).schema
+                    except pa.ArrowInvalid:
+                        f.seek(0)
+                        schema = ipc.open_stream(f).schema
+                batches = iter(())
+            else:
+                schema = first.schema
+                batches = itertools.chain([first], stream)
     except Exception as exc:
         raise CorpusReadError(f"{path}: not a readable {kind} file ({exc})") from None
     names = schema.names
@@ -480,8 +484,10 @@ def _open_input(path: str, columns: list[str]):
         if names.count(c) > 1:
             raise CorpusReadError(f"{path}: the column name {c!r} appears twice")
     text_type = schema.field(columns[0]).type
-    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)):
-        raise CorpusReadError(f"{path}: column {columns[0]!r} has type {text_type}, not string")
+    if not (arrow_text._is_text_type(text_type) or pa.types.is_null(text_type) or (
+            pa.types.is_dictionary(text_type) and arrow_text._is_text_type(text_type.value_type))):
+        raise TextColumnTypeError(f"{path}: column {columns[0]!r} has type {text_type}, not text "
+                                  f"(expected one of {', '.join(arrow_text.TEXT_TYPES)})")
     schema = pa.schema([schema.field(c) for c in columns])
     if kind == "parquet":
         return schema, _parquet_batches(pf, path, columns)
@@ -539,8 +545,12 @@ def _parquet_batches(pf, path, columns):
         # Record batches of ~8 MB: a huge row group is never decoded whole.
         rows = min(parquet_batch_rows(pf, rg) for rg in run)
         try:
-            for batch in pf.iter_batches(batch_size=rows, row_groups=run, columns=columns,
-                                         use_threads=False):
+            if len(run) == 1:  # maybe huge: its pages are freed before its last batch is used
+                batches = row_group_batches(pf, run[0], columns)
+            else:
+                batches = pf.iter_batches(batch_size=rows, row_groups=run, columns=columns,
+                                          use_threads=False)
+            for batch in batches:
                 yield row, batch
                 row += batch.num_rows
         except CorpusReadError:
@@ -588,9 +598,11 @@ def _slices(batches, column, path):
     limit = arrow_text.SLICE_BYTES
     pending, size, rows, start = [], 0, 0, 0
     for row0, batch in batches:
-        col = batch.column(column)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            raise CorpusReadError(f"{path}: column {column!r} has type {col.type}, not string")
+        # Checked (offsets within the data; a text type, converted to string) before
+        # anything reads the column: CorpusReadError naming the file, column and row.
+        col = arrow_text.as_string_array(batch.column(column), f"{path}: column {column!r}", row0)
+        if col is not batch.column(column):
+            batch = batch.set_column(batch.schema.get_field_index(column), column, col)
         _, offsets, _ = text_buffers(col)
         for r0, r1 in row_slices(offsets):
             nbytes = int(offsets[r1] - offsets[r0])
@@ -619,6 +631,7 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
     pending = []
     idx_parts = []
     n_tokens_written = 0
+    batch = table = None
     try:
         in_schema, batches = _open_input(path, columns)
         if not count_only:
@@ -631,6 +644,7 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
                 writer = pq.ParquetWriter(pending[0].file, schema, write_page_checksum=True,
                                           compression="zstd")
         for row0, table in _slices(batches, column, path):
+            batch = (row0, table.num_rows)  # named if memory runs out
             col = table.column(column)
             col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
             try:
@@ -663,11 +677,11 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
                 # Null rows encode to nothing, so ``ids`` is already the valid documents'
                 # ids back to back: insert the separator after each of them.
                 ends = offsets[1:][valid]
-                flat = np.insert(ids.astype("<" + np_dtype.str[1:]), ends, sep_id)
-                pending[0].file.write(flat.data)
+                n_flat = _write_bin(pending[0].file, ids, ends, sep_id,
+                                    np.dtype("<" + np_dtype.str[1:]))
                 starts = (offsets[:-1][valid] + np.arange(len(ends))).astype(np.int64)
                 idx_parts.append(starts + n_tokens_written)
-                n_tokens_written += len(flat)
+                n_tokens_written += n_flat
         _check_unchanged(path, record, rep["rows"])
         if count_only:
             return rep
@@ -696,10 +710,61 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
                 pass
         for p in pending:
             p.discard()
+        if isinstance(exc, MemoryError) and not isinstance(exc, FastBPEError) and batch:
+            raise _out_of_memory(path, batch, table, column, fmt, exc) from exc
         new = name_error(exc, job.outs[0]) if job.outs else exc
         if new is not exc:
             raise new from exc
         raise
+
+
+#: Ids per piece when a bin file is written (bounds the conversion and insertion copies).
+BIN_PIECE_IDS = 4 << 20
+#: Bytes per id that writing ``ids`` as a Parquet ``list`` row takes in pyarrow's writer
+#: (repetition/definition levels and buffers for the whole row), measured with 11.5M and
+#: 86M ids of one row: 24 and 20 (14-18 in the writer alone); plus the 4 of the ids.
+PARQUET_LIST_BYTES_PER_ID = 24
+
+
+def _write_bin(f, ids, ends, sep_id, dtype) -> int:
+    """Write ``ids`` with ``sep_id`` inserted before each index of ``ends`` (sorted; an end
+    equal to ``len(ids)`` is appended), ``BIN_PIECE_IDS`` ids at a time, as ``dtype``.
+    The same bytes as one ``np.insert`` of the whole, without copies of the whole (a
+    single huge document's ids were copied twice). Returns the ids written."""
+    n = len(ids)
+    written = 0
+    for a in range(0, max(n, 1), BIN_PIECE_IDS):
+        b = min(n, a + BIN_PIECE_IDS)
+        lo = int(np.searchsorted(ends, a, side="left"))
+        hi = len(ends) if b == n else int(np.searchsorted(ends, b, side="left"))
+        piece = np.insert(ids[a:b].astype(dtype), ends[lo:hi] - a, sep_id)
+        f.write(piece.data)
+        written += len(piece)
+    return written
+
+
+def _out_of_memory(path, batch, table, column, fmt, exc):
+    """The error for a batch that ran out of memory: its rows, size and an estimate."""
+    from ..errors import OutOfMemoryError
+    from .arrow_text import text_buffers
+
+    row0, n_rows = batch
+    try:
+        _, offsets, _ = text_buffers(table.column(column).combine_chunks())
+        n_bytes = int(offsets[-1])
+    except Exception:  # the estimate is a courtesy: never hide the error behind another
+        n_bytes = 0
+    # Prose runs ~3.5 bytes per token (an upper bound on ids is one per byte).
+    ids = n_bytes / 3.5
+    need = n_bytes + 4 * ids + (PARQUET_LIST_BYTES_PER_ID * ids if fmt == "parquet" else 0)
+    rows = f"row {row0}" if n_rows == 1 else f"rows {row0}..{row0 + n_rows - 1}"
+    hint = (" format='bin' needs no list writer: about the text plus 4 bytes per id."
+            if fmt == "parquet" else "")
+    return OutOfMemoryError(
+        f"{path}: {rows} ({n_bytes / 2**20:,.0f} MiB of text): out of memory ({exc or 'MemoryError'}); "
+        f"encoding it needs about {need / 2**20:,.0f} MiB (the text, 4 bytes per id, "
+        + (f"{PARQUET_LIST_BYTES_PER_ID} per id in the Parquet writer; " if fmt == "parquet" else "")
+        + f"~3.5 text bytes per id).{hint}")
 
 
 def _check_unchanged(path, record, rows) -> None:

@@ -54,6 +54,86 @@ N_PCOLS = 8
 
 NO_FIRST = np.int64(0x7FFFFFFFFFFFFFFF)
 
+# ``progress`` slots beyond the first three (optional: a caller may pass int64[3]).
+PROG_BUDGET = 3  # bytes the kernel's own arrays may take (0: no limit); set by the caller
+PROG_NEED = 4  # set when the kernel stopped for memory: the bytes it would have held
+PROG_PHASE = 5  # ... and where: 1 setting up (first pair count), 2 merging
+STOPPED_ASKED = 1  # progress[2] values: stopped at the caller's request
+STOPPED_MEMORY = 2  # ... or because an allocation would exceed progress[PROG_BUDGET]
+#: The word index's budget is checked (and its resident rows counted) this many rows ahead.
+INDEX_CHECK_ROWS = 1 << 20
+
+
+def word_index_rows(n_symbols, n_words, max_word_len):
+    """Rows the word index can ever need: at most one node per adjacent pair of the table
+    (``n_symbols - n_words``) to start with, and two per merged occurrence, of which there
+    are at most ``n_symbols - n_words`` (each removes a symbol, and every word keeps one);
+    plus the room one word's rewrite asks for. Pass ``train_merges`` an index of this size
+    and it never grows (no copy, no old + new peak); its pages become resident only as
+    rows are used, and that is what the budget check counts."""
+    return 3 * max(0, n_symbols - n_words) + max_word_len + 18
+
+
+@njit(cache=True, nogil=True)
+def _capacity(n, need):
+    """New capacity of a growable array of ``n`` rows that must hold ``need``: +25%.
+
+    Not x2: a growth holds the old and the new array at once, and the budget check must
+    count the new one whole, so a quarter keeps what is counted (2.25x the old array)
+    close to what is resident (2x: the copy); for a few more, cheap, copies."""
+    return max(need, n + n // 4, 16)
+
+
+@njit(cache=True, nogil=True)
+def _grow_q(arr, need):
+    """``arr`` with room for at least ``need`` rows (``_capacity``), first rows copied."""
+    n = arr.shape[0]
+    if need <= n:
+        return arr
+    out = np.empty((_capacity(n, need),) + arr.shape[1:], dtype=arr.dtype)
+    out[:n] = arr
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _grow_bytes(arr, need):
+    """Bytes ``_grow_q(arr, need)`` would allocate (0 when ``arr`` already has room)."""
+    n = arr.shape[0]
+    if need <= n:
+        return 0
+    row = arr.itemsize
+    for k in range(1, arr.ndim):
+        row *= arr.shape[k]
+    return _capacity(n, need) * row
+
+
+@njit(cache=True, nogil=True)
+def _rehash_bytes(keys, need):
+    """Bytes a rehash of an int64 key/value table for ``need`` items would allocate."""
+    if 2 * need <= keys.shape[0]:
+        return 0
+    return 16 * table_capacity(need)
+
+
+@njit(cache=True, nogil=True)
+def _fits(progress, held, extra, phase):
+    """Whether ``extra`` more bytes on top of the ``held`` bytes of the kernel's arrays stay
+    within ``progress[PROG_BUDGET]``. If not, record the need and the phase and flag the
+    stop (the caller raises MemoryBudgetError): checked before allocating, not after."""
+    if extra <= 0 or progress.shape[0] <= PROG_PHASE or progress[PROG_BUDGET] <= 0:
+        return True
+    if held + extra <= progress[PROG_BUDGET]:
+        return True
+    progress[PROG_NEED] = held + extra
+    progress[PROG_PHASE] = phase
+    progress[2] = STOPPED_MEMORY
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _no_merges():
+    return np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+
 
 @njit(cache=True, nogil=True)
 def _cmp_tokens(tok_off, tok_data, x, y):
@@ -253,7 +333,7 @@ def _find_first(pairs, nodes, p, symbols, offsets, wlen, pos):
 
 @njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
-                 max_merges, max_ids, min_count, max_units, progress):
+                 max_merges, max_ids, min_count, max_units, progress, nodes):
     """Learn up to ``max_merges`` merges from a word-frequency table.
 
     Parameters
@@ -280,10 +360,18 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         Stop when the best pair occurs fewer times than this (>= 1).
     max_units : int
         A pair whose merged token would exceed this many base units is never merged.
-    progress : int64[3]
+    progress : int64[3] or int64[6]
         Shared with the caller while the kernel runs (it releases the GIL):
         ``progress[0]`` is set to the merges done so far; the caller sets ``progress[1]``
         to 1 to ask for an early stop, which the kernel acknowledges in ``progress[2]``.
+        With 6 slots, ``progress[3]`` is a byte budget for the kernel's own arrays
+        (0: none): before any allocation that would exceed it the kernel stops, sets
+        ``progress[2]`` to STOPPED_MEMORY and records the bytes it would have held and
+        the phase in ``progress[4]``, ``progress[5]``; the merges returned are then
+        incomplete (the caller must not use them).
+    nodes : int64[cap, 2]
+        Scratch for the word index (contents ignored). Grown (copied) when too small:
+        pass ``word_index_rows(...)`` rows, allocated with np.empty, and it never is.
 
     Returns
     -------
@@ -297,6 +385,12 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     """
     n_words = counts.shape[0]
     n_base = tok_off_base.shape[0] - 1
+    # Budgeted bytes: wlen and stamp (8 per word), pos (4 per symbol), and the rows of the
+    # word index in use (16 each; the setup uses fewer than one per symbol).
+    fixed = 16 * n_words + 4 * symbols.shape[0]
+    index_rows = min(nodes.shape[0], max(16, symbols.shape[0]))
+    if not _fits(progress, 0, fixed + 16 * index_rows, 1):
+        return _no_merges()
     wlen = np.empty(n_words, dtype=np.int64)
     pos = np.empty(symbols.shape[0], dtype=np.int32)
     for w in range(n_words):
@@ -322,7 +416,6 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     keys = np.full(table_capacity(1024), EMPTY, dtype=np.int64)
     vals = np.zeros(keys.shape[0], dtype=np.int64)
     n_pairs = 0
-    nodes = np.empty((max(16, symbols.shape[0]), 2), dtype=np.int64)
     n_nodes = 0
 
     for w in range(n_words):
@@ -331,11 +424,16 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         if e - s < 2:
             continue
         need = n_pairs + (e - s)
+        extra = _grow_bytes(pairs, need) + _rehash_bytes(keys, need) + _grow_bytes(
+            nodes, n_nodes + (e - s))
+        if extra and not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes
+                               + 16 * index_rows, extra, 1):
+            return _no_merges()
         if need > pairs.shape[0]:
-            pairs = grow(pairs, need)
+            pairs = _grow_q(pairs, need)
         if 2 * need > keys.shape[0]:
             keys, vals = table_rehash(keys, vals, table_capacity(need))
-        nodes = grow(nodes, n_nodes + (e - s))
+        nodes = _grow_q(nodes, n_nodes + (e - s))
         c = counts[w]
         for i in range(s, e - 1):
             key = pair_key(symbols[i], symbols[i + 1])
@@ -359,6 +457,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
 
     # The heap: one entry per eligible pair to start with.
     hcap = max(16, 2 * n_pairs)
+    index_rows = max(index_rows, n_nodes)
+    if not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes + 16 * index_rows,
+                 24 * hcap, 1):
+        return _no_merges()
     hc = np.empty(hcap, dtype=np.int64)
     ha = np.empty(hcap, dtype=np.int64)
     hp = np.empty(hcap, dtype=np.int64)
@@ -381,10 +483,11 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     touched = np.empty(1024, dtype=np.int64)
     counters = np.zeros(3, dtype=np.int64)
     stamp = np.full(n_words, -1, dtype=np.int64)
+    out_of_memory = False
 
     while n_merges < max_merges and n_ids < max_ids:
         if progress[1] != 0:
-            progress[2] = 1
+            progress[2] = STOPPED_ASKED
             break
         # Pop until the top entry is the true priority of its pair.
         best = -1
@@ -470,12 +573,26 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             e = s + wlen[w]
             # Make room for the at most 2 new pairs, nodes and 4 touches per occurrence.
             need = counters[0] + (e - s) + 2
+            need_rows = counters[1] + (e - s) + 2
+            extra = (_grow_bytes(pairs, need) + _rehash_bytes(keys, need)
+                     + _grow_bytes(nodes, need_rows)
+                     + _grow_bytes(touched, counters[2] + 4 * (e - s) + 4))
+            more_rows = 0
+            if need_rows > index_rows:  # new index rows become resident: count a block
+                more_rows = max(need_rows, min(index_rows + INDEX_CHECK_ROWS,
+                                               nodes.shape[0])) - index_rows
+            if (extra or more_rows) and not _fits(
+                    progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes + touched.nbytes
+                    + 3 * hc.nbytes + 16 * index_rows, extra + 16 * more_rows, 2):
+                out_of_memory = True
+                break
+            index_rows += more_rows
             if need > pairs.shape[0]:
-                pairs = grow(pairs, need)
+                pairs = _grow_q(pairs, need)
             if 2 * need > keys.shape[0]:
                 keys, vals = table_rehash(keys, vals, table_capacity(need))
-            nodes = grow(nodes, counters[1] + (e - s) + 2)
-            touched = grow(touched, counters[2] + 4 * (e - s) + 4)
+            nodes = _grow_q(nodes, counters[1] + (e - s) + 2)
+            touched = _grow_q(touched, counters[2] + 4 * (e - s) + 4)
             c = counts[w]
             wkey = np.int64(w) << 32
             i = s
@@ -512,16 +629,22 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         n_pairs = counters[0]
         n_nodes = counters[1]
         n_touched = counters[2]
+        if out_of_memory:  # this merge's rewrite is incomplete: stop (the caller raises)
+            break
 
         pairs[best, P_COUNT] = 0
         n_merges += 1
         progress[0] = n_merges
 
         # Push the new priority of every pair this merge changed.
+        extra = 3 * _grow_bytes(hc, hn + n_touched)
+        if extra and not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes
+                               + touched.nbytes + 3 * hc.nbytes + 16 * index_rows, extra, 2):
+            break  # the caller raises: the merges returned are not used
         if hn + n_touched > hc.shape[0]:
-            hc = grow(hc, hn + n_touched)
-            ha = grow(ha, hn + n_touched)
-            hp = grow(hp, hn + n_touched)
+            hc = _grow_q(hc, hn + n_touched)
+            ha = _grow_q(ha, hn + n_touched)
+            hp = _grow_q(hp, hn + n_touched)
         for k in range(n_touched):
             q = touched[k]
             if pairs[q, P_COUNT] <= 0:
