@@ -588,7 +588,9 @@ def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
 
     Counting one chunk holds about 10-15 bytes per text byte (the chunk and its copies,
     its pre-token offsets, the kernel's tables) on top of the ~230 MiB that the loaded
-    kernels take, so under a budget no chunk may exceed 1/40 of it (10 MiB of 400 MiB).
+    kernels take, and the next batch's need is checked against the budget before it is
+    counted (``check_budget``, at PHASE_BYTES' pessimistic rate): under a budget no chunk may
+    exceed 1/200 of it (2 MiB of 400 MiB), which leaves that check room.
     """
     from .io.corpus import default_max_chunk_bytes
 
@@ -598,7 +600,7 @@ def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
             raise ValueError(f"{name} must be an int >= 8, got {value!r}")
     limit = max_chunk_bytes or default_max_chunk_bytes(chunk_bytes)
     if max_memory is not None:
-        limit = min(limit, max(1 << 20, max_memory // 40))
+        limit = min(limit, max(1 << 20, max_memory // 200))
         chunk_bytes = min(chunk_bytes, max(1 << 16, limit // 2))
     return chunk_bytes, limit
 
@@ -643,7 +645,9 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
         batches = iter_batches(files, column, stats, splittable=pretokenize.uses_scanner(pattern),
                                on_bad_input=on_bad_input, chunk_bytes=chunk_bytes,
                                max_invalid_utf8=max_invalid_utf8, max_chunk_bytes=max_chunk_bytes)
-        for data, doc_offsets in coalesce_batches(batches):
+        # Under a budget, joined batches stay within the chunk limit too.
+        joined = coalesce_batches(batches, max_chunk_bytes if max_memory is not None else None)
+        for data, doc_offsets in joined:
             counter.add_batch(data, doc_offsets)
             if bar is not None:
                 bar.update(min(stats.bytes_read, bar.total) - bar.n)

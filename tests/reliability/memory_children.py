@@ -207,9 +207,11 @@ def odd_types_report(workdir: str) -> dict:
     want_raw = [None if r is None else tok.encode_bytes(r) for r in raw]
     # Training references: the same text as a string column, and the raw bytes (invalid
     # UTF-8 included) viewed as one, counted from memory.
+    # Training reads files with one invalid-UTF-8 policy for every kind of input: each
+    # invalid sequence becomes U+FFFD (and is counted), binary columns included.
+    replaced = [None if r is None else r.decode("utf-8", "replace") for r in raw]
     refs = {"none": [], "text": fb.train(pa.array(docs, pa.string()), vocab_size=300).merges.tolist(),
-            "raw": fb.train(pa.array(raw, pa.binary()).view(pa.string()),
-                            vocab_size=300).merges.tolist()}
+            "raw": fb.train(pa.array(replaced, pa.string()), vocab_size=300).merges.tolist()}
     cols = {
         "binary": (pa.array(raw, pa.binary()), want_raw),
         "large_binary": (pa.array(raw, pa.large_binary()), want_raw),
