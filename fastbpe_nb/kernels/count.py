@@ -15,7 +15,8 @@ buffer is transient), its count, and the global index of its first occurrence (f
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, HASH_SEED, grow, hash_units
+from .hashing import EMPTY, HASH_SEED, grow, hash_slot, hash_units
+#: kernel cache stamp: efd979646a3e4d9ac99600c11b43fb4d55b62884de9c289a7811b3696f785fca
 
 
 @njit(cache=True, nogil=True)
@@ -42,7 +43,7 @@ def _count_block(data, piece_offsets, p0, p1, keys, u_piece, u_count, u_hash):
         if e <= s:
             continue
         h = hash_units(data, s, e, HASH_SEED)
-        i = (h ^ (h >> 17)) & mask
+        i = hash_slot(h) & mask
         while True:
             u = keys[i]
             if u == EMPTY:
@@ -174,13 +175,13 @@ def _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_has
                 new_keys = np.full(2 * g_keys.shape[0], EMPTY, dtype=np.int64)
                 nmask = new_keys.shape[0] - 1
                 for w in range(g_n):
-                    i = (g_hash[w] ^ (g_hash[w] >> 17)) & nmask
+                    i = hash_slot(g_hash[w]) & nmask
                     while new_keys[i] != EMPTY:
                         i = (i + 1) & nmask
                     new_keys[i] = w
                 g_keys = new_keys
             mask = g_keys.shape[0] - 1
-            i = (h ^ (h >> 17)) & mask
+            i = hash_slot(h) & mask
             while True:
                 w = g_keys[i]
                 if w == EMPTY:

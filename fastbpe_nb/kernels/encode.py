@@ -26,7 +26,8 @@ cost one hash and one copy within a few hundred KB of cache.
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, HASH_SEED, hash_units, pair_key, table_slot
+from .hashing import EMPTY, HASH_SEED, hash_slot, hash_units, pair_key, table_slot
+#: kernel cache stamp: efd979646a3e4d9ac99600c11b43fb4d55b62884de9c289a7811b3696f785fca
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -600,7 +601,7 @@ def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out,
 def _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data):
     """Id of the token whose bytes equal ``data[s:e]`` (hash ``h``), or -1."""
     mask = whole_keys.shape[0] - 1
-    i = (h ^ (h >> 17)) & mask
+    i = hash_slot(h) & mask
     n = e - s
     while True:
         t = whole_keys[i]
@@ -641,7 +642,7 @@ def build_whole_table(tok_off, tok_data, n_tokens):
     mask = cap - 1
     for t in range(n_tokens):
         h = hash_units(tok_data, tok_off[t], tok_off[t + 1], HASH_SEED)
-        i = (h ^ (h >> 17)) & mask
+        i = hash_slot(h) & mask
         while keys[i] != EMPTY:
             i = (i + 1) & mask
         keys[i] = t
@@ -724,7 +725,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     out[o] = t
                     o += 1
                     continue
-            slot = (h ^ (h >> 17)) & cmask
+            slot = hash_slot(h) & cmask
             cacheable = use_cache and n <= CACHE_UNITS
             if cacheable and c_hash[slot] == h and c_len[slot] == n:
                 same = True

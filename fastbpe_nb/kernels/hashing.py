@@ -110,11 +110,25 @@ def hash_units(data, start, end, h):
     """Polynomial hash of ``data[start:end]`` continuing from ``h`` (48-bit, never overflows).
 
     Used for byte strings (token bytes, pieces) and for int32 symbol runs alike; start
-    with ``HASH_SEED``. The result is turned into a slot with ``(h ^ (h >> 17)) & mask``.
+    with ``HASH_SEED``. The result is turned into a slot with ``hash_slot(h) & mask``.
     """
     for k in range(start, end):
         h = (h * 31 + np.int64(data[k])) & 0xFFFFFFFFFFFF
     return h
+
+
+@njit(cache=True, nogil=True)
+def hash_slot(h):
+    """``hash_units``'s 48-bit value mixed so that every bit reaches the slot bits.
+
+    The polynomial hash of similar short strings (tokens, words) differs mostly in a few
+    bits, and ``(h ^ (h >> 17)) & mask`` put cl100k's tokens into one run of 7,195 occupied
+    slots (European text read 165 slots per lookup on average). Multiplying both 24-bit
+    halves and folding the high bits down gives a longest run of 24. Products stay below
+    2**56, so the slots are the same compiled or under ``NUMBA_DISABLE_JIT=1``.
+    """
+    m = ((h & 0xFFFFFF) * 0x9E3779B1) ^ ((h >> 24) * 0x85EBCA6B)
+    return m ^ (m >> 29)
 
 
 @njit(cache=True, nogil=True)

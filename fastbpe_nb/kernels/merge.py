@@ -28,12 +28,14 @@ from .hashing import (
     EMPTY,
     HASH_SEED,
     grow,
+    hash_slot,
     hash_units,
     pair_key,
     table_capacity,
     table_rehash,
     table_slot,
 )
+#: kernel cache stamp: efd979646a3e4d9ac99600c11b43fb4d55b62884de9c289a7811b3696f785fca
 
 # Tie rules as the kernel sees them. ``hf`` is TIE_RANKS with GPT-2's byte order in
 # ``base_rank``; ``ids`` is TIE_RANKS with the identity.
@@ -231,7 +233,7 @@ def _new_pair(pairs, p, a, b):
 def _token_slot(bkeys, tok_off, tok_data, h, a, b):
     """Slot of the token whose bytes are bytes(a) + bytes(b), or the empty slot for it."""
     mask = bkeys.shape[0] - 1
-    i = (h ^ (h >> 17)) & mask
+    i = hash_slot(h) & mask
     la = tok_off[a + 1] - tok_off[a]
     lb = tok_off[b + 1] - tok_off[b]
     while True:
@@ -302,7 +304,7 @@ def _insert_token(bkeys, tok_off, tok_data, t):
     """Put token t (known to be absent) into the bytes -> id table."""
     h = _token_hash(tok_off, tok_data, t)
     mask = bkeys.shape[0] - 1
-    i = (h ^ (h >> 17)) & mask
+    i = hash_slot(h) & mask
     while bkeys[i] != EMPTY:
         i = (i + 1) & mask
     bkeys[i] = t
