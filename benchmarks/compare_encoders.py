@@ -245,6 +245,21 @@ def cpu_seconds() -> float:
 
 # ------------------------------------------------------------------------- the tools (worker)
 
+def _sync(f) -> None:
+    """Flush and fsync: every tool's output is on disk when its time stops, as ours is."""
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def save_index(path, starts) -> None:
+    """The ``.idx.npy`` of a ``.bin``: int64 document starts, then the total (as ours)."""
+    import numpy as np
+
+    with open(path, "wb") as f:
+        np.save(f, np.asarray(starts).astype("<i8"))
+        _sync(f)
+
+
 class Tool:
     """One encoder: ``text(str)``, ``batch(pa.StringArray)``, ``parquet(src, out_dir, sep)``
     each return a result that ``digest`` turns into a canonical hash of the ids."""
@@ -289,8 +304,9 @@ class Tool:
                 f.write(np.insert(flat.astype("<u4"), ends, sep).data)
                 starts.append(ends - lengths + np.arange(len(lengths)) + written)
                 written += len(flat) + len(lengths)
-        np.save(os.path.join(out_dir, "ids.idx.npy"),
-                np.concatenate(starts + [np.array([written])]).astype("<i8"))
+            _sync(f)
+        save_index(os.path.join(out_dir, "ids.idx.npy"),
+                   np.concatenate(starts + [np.array([written])]))
         return out_dir
 
     def batch(self, array):
@@ -420,9 +436,9 @@ class Gigatoken(Tool):
         ends = np.cumsum(lengths)
         with open(os.path.join(out_dir, "ids.bin"), "wb") as f:
             f.write(np.insert(flat.astype("<u4"), ends, sep).data)
+            _sync(f)
         starts = ends - lengths + np.arange(len(lengths))
-        np.save(os.path.join(out_dir, "ids.idx.npy"),
-                np.append(starts, len(flat) + len(lengths)).astype("<i8"))
+        save_index(os.path.join(out_dir, "ids.idx.npy"), np.append(starts, len(flat) + len(lengths)))
         return out_dir
 
 
@@ -559,24 +575,25 @@ def run_startup(task: dict) -> dict:
     """Import, load and first ``encode`` in this fresh process; then per-call times."""
     import timeit
 
-    vocab, name = task["vocab"], task["tool"]
-    ranks = str(rank_file(vocab)[0])
+    # Paths and the pattern come in the task: this process imports nothing before t0.
+    vocab, name, ranks = task["vocab"], task["tool"], task["ranks"]
     specials = VOCABS[vocab]["specials"]
     t0 = time.perf_counter()
     if name == "fastbpe_nb":
-        import fastbpe_nb as fb  # noqa: F401
+        import fastbpe_nb as fb
 
         t1 = time.perf_counter()
-        tok, _ = load_ours(vocab)
+        try:
+            tok = fb.from_tiktoken(ranks, pattern=vocab, special_tokens=specials)
+        except ValueError:  # see load_ours
+            tok = fb.from_tiktoken(ranks, pattern=vocab, special_tokens=["<|endoftext|>"])
         encode, ordinary = tok.encode, tok.encode_ordinary
     elif name == "tiktoken":
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
 
-        from fastbpe_nb.pretokenize import NAMED_PATTERNS  # a constant, not our encoder
-
         t1 = time.perf_counter()
-        tok = tiktoken.Encoding(VOCABS[vocab]["name"], pat_str=NAMED_PATTERNS[vocab],
+        tok = tiktoken.Encoding(VOCABS[vocab]["name"], pat_str=task["pattern"],
                                 mergeable_ranks=load_tiktoken_bpe(ranks), special_tokens=specials)
         encode, ordinary = tok.encode, tok.encode_ordinary
     elif name == "gigatoken":
@@ -596,7 +613,7 @@ def run_startup(task: dict) -> dict:
         from tokenizers import Tokenizer
 
         t1 = time.perf_counter()
-        tok = Tokenizer.from_file(str(hf_json(vocab)))
+        tok = Tokenizer.from_file(task["hf_json"])
         encode = ordinary = lambda s: tok.encode(s, add_special_tokens=False).ids  # noqa: E731
     elif name == "bpe-openai":
         import bpe_openai
@@ -607,7 +624,7 @@ def run_startup(task: dict) -> dict:
     else:
         raise ValueError(name)
     t2 = time.perf_counter()
-    ids = list(encode(SHORT_TEXT))
+    ids = [int(i) for i in encode(SHORT_TEXT)]
     t3 = time.perf_counter()
 
     def per_call(fn):
@@ -747,6 +764,24 @@ def ratio(ours, theirs) -> str:
     return f"{statistics.median(theirs['times']) / statistics.median(ours['times']):.2f}x"
 
 
+def cpu_seconds_of(r) -> float:
+    return statistics.median(c * x for c, x in zip(r["cpu_per_wall"], r["times"]))
+
+
+def fmt_cpu(r) -> str:
+    return f"{r['bytes'] / max(cpu_seconds_of(r), 1e-9) / 1e6:.1f}" if r.get("ok") else "n/a"
+
+
+def print_cpu_table(vocab, workloads, tools, results):
+    """MB per CPU second: what each tool gets done with the CPU it was given."""
+    print(f"\nMB per CPU-second (all threads' CPU time; less sensitive than MB/s to other "
+          f"load on a shared machine, and it charges a tool for every core it keeps busy):\n")
+    print("| workload | " + " | ".join(tools) + " |")
+    print("|---|" + "---:|" * len(tools))
+    for w in workloads:
+        print(f"| {w} | " + " | ".join(fmt_cpu(results[vocab, w, t]) for t in tools) + " |")
+
+
 def print_tables(vocab, workloads, tools, results, threads):
     peers = [t for t in tools if t != "fastbpe_nb"]
     print(f"\n### {VOCABS[vocab]['name']}: MB/s (higher is better)\n")
@@ -774,35 +809,39 @@ def print_tables(vocab, workloads, tools, results, threads):
              if not results[vocab, w, t].get("ok")}
     for (w, t), reason in fails.items():
         print(f"\n- n/a {w} / {t}: {reason}")
-    print("\nRatios: the peer's time / fastbpe_nb's time (above 1: fastbpe_nb is faster).")
+    print("\nRatios: the peer's time / fastbpe_nb's time (above 1: fastbpe_nb is faster). "
+          "Peak RSS: each tool's own process (tokenizer, input and output included).")
+    print_cpu_table(vocab, workloads, tools, results)
 
 
 def print_details(vocabs, workloads, tools, results):
     print("\n### Details\n")
     print("| vocab | workload | tool | API | MB/s | MB per CPU-s | timed runs (s) | CPU/wall | "
-          "first run (s) | load (s) | tokens | peak RSS MiB | RSS over loaded data MiB |")
-    print("|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+          "first run (s) | load (s) | tokens | RSS loaded MiB | peak RSS MiB | RSS over loaded MiB |")
+    print("|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for v in vocabs:
         for w in workloads:
             for t in tools:
                 r = results[v, w, t]
                 if not r.get("ok"):
-                    print(f"| {v} | {w} | {t} | n/a ({r['reason']}) | | | | | | | | | |")
+                    print(f"| {v} | {w} | {t} | n/a ({r['reason']}) | | | | | | | | | | |")
                     continue
-                cpu_s = statistics.median(c * x for c, x in zip(r["cpu_per_wall"], r["times"]))
+                cpu_s = cpu_seconds_of(r)
                 print(f"| {v} | {w} | {t} | `{r['api']}` | {fmt_mbps(r)} | "
                       f"{r['bytes'] / max(cpu_s, 1e-9) / 1e6:.1f} | "
                       f"{', '.join(f'{x:.2f}' for x in r['times'])} | "
                       f"{statistics.median(r['cpu_per_wall']):.2f} | {r['first']:.2f} | "
-                      f"{r['load']:.2f} | {r['tokens']:,} | {r['rss_peak']:.0f} | "
+                      f"{r['load']:.2f} | {r['tokens']:,} | {r['rss_loaded']:.0f} | "
+                      f"{r['rss_peak']:.0f} | "
                       f"{r['rss_peak'] - r['rss_loaded']:.0f} |")
     print("\nCPU/wall: process CPU seconds per wall second during the timed runs (how many "
           "cores the tool really kept busy; below the thread count on a shared machine, or "
           "where a tool does not parallelise). MB per CPU-s: the text's MB per CPU second "
           "used (all threads), less sensitive to other load on the machine than MB/s. First run: the untimed warm-up, including for "
-          "fastbpe_nb the load of its compiled kernels from Numba's cache. RSS over loaded "
-          "data: peak RSS minus the RSS after the tokenizer and the input were loaded (the "
-          "encoding's own memory, output included; 0 when loading peaked higher).")
+          "fastbpe_nb the load of its compiled kernels from Numba's cache. RSS loaded: peak "
+          "RSS once the tool is imported, its tokenizer built and the input read (before any "
+          "encoding); RSS over loaded: peak RSS minus that (the encoding's own memory, output "
+          "included; 0 when loading peaked higher).")
 
 
 def run_startups(vocabs, tools, repeat, timeout):
@@ -816,12 +855,16 @@ def run_startups(vocabs, tools, repeat, timeout):
     print("| vocab | tool | import (s) | load (s) | first encode (s) | load + first encode (s) | "
           "encode µs/call | encode_ordinary µs/call | ids |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    from fastbpe_nb.pretokenize import NAMED_PATTERNS
+
     out = {}
     for v in vocabs:
         ref = None
+        task = {"vocab": v, "ranks": str(rank_file(v)[0]), "pattern": NAMED_PATTERNS[v],
+                "hf_json": str(hf_json(v)) if "HF" in tools and not installed("HF") else None}
         for t in tools:
             reason = installed(t)
-            runs = [] if reason else [spawn("--startup", {"tool": t, "vocab": v}, 1, timeout)
+            runs = [] if reason else [spawn("--startup", dict(task, tool=t), 1, timeout)
                                       for _ in range(max(1, repeat))]
             good = [r for r in runs if r.get("ok")]
             out[v, t] = good
@@ -858,7 +901,8 @@ def print_notes(vocabs, tools, results):
           "quicktok a flat array and offsets, gigatoken an awkward array).")
     print("- `parquet`: the `.bin` is uint32 ids with the separator after each document, and "
           "`.idx.npy` the int64 start of each document; 'ids identical' compares both files "
-          "byte for byte with ours.")
+          "byte for byte with ours. Every tool fsyncs both files before its time stops (ours "
+          "writes atomically and fsyncs).")
 
 
 def print_profile(vocabs, workloads, args):

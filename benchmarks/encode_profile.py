@@ -23,7 +23,9 @@ documents, reset per block; a block is one ``_run`` call's document range): one 
 table lookup), a whole token (one hash lookup), a cache hit, or merged; merged pieces are
 split into compulsory misses (first time in the block), conflict misses (seen earlier in
 the block but evicted from its slot: a bigger or associative cache would catch these),
-pieces of 25-48 bytes (never cached) and long pieces (over 48 bytes: the rank sweep).
+pieces of 25-48 bytes (never cached) and long pieces (over 48 bytes: the rank sweep). The
+last table counts the slots each whole-token lookup reads (the kernel's linear probing,
+replayed), and the longest run of occupied slots in that table.
 
     python benchmarks/encode_profile.py --vocab cl100k --workloads code,mixed --scale 0.1
 """
@@ -45,7 +47,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
-from fastbpe_nb.kernels.encode import CACHE_UNITS, _whole_piece  # noqa: E402
+from fastbpe_nb.kernels.encode import CACHE_UNITS  # noqa: E402
 from fastbpe_nb.kernels.hashing import EMPTY, HASH_SEED, hash_units  # noqa: E402
 
 CATEGORIES = ("one byte", "whole token", "cache hit", "compulsory miss", "conflict miss",
@@ -53,15 +55,57 @@ CATEGORIES = ("one byte", "whole token", "cache hit", "compulsory miss", "confli
 
 
 @njit(cache=True)
+def _whole_probe(data, s, e, h, whole_keys, tok_off, tok_data):
+    """``kernels.encode._whole_piece``'s lookup, counting the slots it reads: ``(id, probes)``."""
+    mask = whole_keys.shape[0] - 1
+    i = (h ^ (h >> 17)) & mask
+    n = e - s
+    probes = 0
+    while True:
+        probes += 1
+        t = whole_keys[i]
+        if t == EMPTY:
+            return -1, probes
+        if tok_off[t + 1] - tok_off[t] == n:
+            ts = tok_off[t]
+            same = True
+            for k in range(n):
+                if tok_data[ts + k] != data[s + k]:
+                    same = False
+                    break
+            if same:
+                return t, probes
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def longest_cluster(keys):
+    """Longest run of occupied slots in an open-addressing table (wrapping around)."""
+    n = keys.shape[0]
+    best = 0
+    run = 0
+    for k in range(2 * n):
+        if keys[k % n] != EMPTY:
+            run += 1
+            if run > best:
+                best = run
+        else:
+            run = 0
+    return min(best, n)
+
+
+@njit(cache=True)
 def classify_pieces(data, piece_offsets, block_pieces, whole_keys, tok_off, tok_data,
                     cache_bits, cache_units, long_piece):
-    """Category (index into CATEGORIES) of each piece, replaying ``_encode_block``.
+    """Category (index into CATEGORIES) of each piece, replaying ``_encode_block``, and
+    the number of whole-token table slots its lookup read (0: no lookup, one-byte pieces).
 
     ``block_pieces[b]:block_pieces[b+1]`` are the pieces of block ``b`` (the cache is reset
     per block, as each kernel block starts with an empty one). No special-token pieces.
     """
     n_pieces = piece_offsets.shape[0] - 1
     cat = np.zeros(n_pieces, dtype=np.int8)
+    probes = np.zeros(n_pieces, dtype=np.int32)
     use_whole = whole_keys.shape[0] > 0
     n_cache = 1 << cache_bits
     cmask = n_cache - 1
@@ -80,9 +124,11 @@ def classify_pieces(data, piece_offsets, block_pieces, whole_keys, tok_off, tok_
                 cat[p] = 0
                 continue
             h = hash_units(data, s, e, HASH_SEED)
-            if use_whole and _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data) >= 0:
-                cat[p] = 1
-                continue
+            if use_whole:
+                t, probes[p] = _whole_probe(data, s, e, h, whole_keys, tok_off, tok_data)
+                if t >= 0:
+                    cat[p] = 1
+                    continue
             if n > cache_units:
                 cat[p] = 5 if n <= long_piece else 6
                 continue
@@ -106,7 +152,7 @@ def classify_pieces(data, piece_offsets, block_pieces, whole_keys, tok_off, tok_
             c_hash[slot] = h
             c_len[slot] = n
             c_start[slot] = s
-    return cat
+    return cat, probes
 
 
 def median_time(fn, repeat):
@@ -155,6 +201,8 @@ class Profile:
         self.stages = {}
         self.cats = np.zeros(len(CATEGORIES), dtype=np.int64)
         self.cat_bytes = np.zeros(len(CATEGORIES), dtype=np.int64)
+        self.probes = []  # slots read per whole-token lookup
+        self.cluster = None
 
     def add(self, stage, seconds):
         self.stages[stage] = self.stages.get(stage, 0.0) + seconds
@@ -163,8 +211,13 @@ class Profile:
         from fastbpe_nb.tokenizer import LONG_PIECE, CACHE_BITS
 
         whole_keys, tok_off, tok_data = tok._whole_table()
-        cat = classify_pieces(data, pieces, kernel_blocks(doc_pieces, n_threads), whole_keys,
-                              tok_off, tok_data, CACHE_BITS, CACHE_UNITS, LONG_PIECE)
+        cat, probes = classify_pieces(data, pieces, kernel_blocks(doc_pieces, n_threads),
+                                      whole_keys, tok_off, tok_data, CACHE_BITS, CACHE_UNITS,
+                                      LONG_PIECE)
+        self.probes.append(probes[probes > 0])
+        if self.cluster is None and len(whole_keys):
+            self.cluster = (int(longest_cluster(whole_keys)), len(whole_keys),
+                            int((whole_keys != EMPTY).sum()))
         lengths = np.diff(pieces)
         self.cats += np.bincount(cat, minlength=len(CATEGORIES))
         self.cat_bytes += np.bincount(cat, weights=lengths, minlength=len(CATEGORIES)).astype(np.int64)
@@ -344,6 +397,20 @@ def print_profile(rows, vocab):
         nb = max(1, prof.cat_bytes.sum())
         cells = [f"{100 * c / n:.1f}%; {100 * b / nb:.1f}%" for c, b in zip(prof.cats, prof.cat_bytes)]
         print(f"| {name} | {n:,} | {nb / max(n, 1):.2f} | " + " | ".join(cells) + " |")
+    print("\nWhole-token lookups (every piece of 2+ bytes first looks itself up in the "
+          "token table, `kernels.encode._whole_piece`: linear probing keyed by "
+          "`hashing.hash_units`): slots read per lookup.\n")
+    print("| workload | lookups | mean slots read | median | 99th percentile | max | "
+          "longest occupied run in the table |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, _, _, prof in rows:
+        pr = np.concatenate(prof.probes) if prof.probes else np.zeros(0, np.int32)
+        if not len(pr):
+            continue
+        run, cap, used = prof.cluster
+        print(f"| {name} | {len(pr):,} | {pr.mean():.1f} | {np.median(pr):.0f} | "
+              f"{np.percentile(pr, 99):.0f} | {pr.max():,} | {run:,} slots ({used:,} tokens in "
+              f"{cap:,} slots) |")
 
 
 def main(argv=None):
