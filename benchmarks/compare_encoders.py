@@ -126,6 +126,20 @@ def rank_file(vocab: str) -> tuple[Path, str]:
                             "for cl100k)")
 
 
+def pattern_check(vocab: str) -> str:
+    """Whether our pattern string (given to tiktoken too) is bpe-openai's copy of tiktoken's."""
+    from fastbpe_nb.pretokenize import NAMED_PATTERNS
+
+    try:
+        from bpe_openai import registry
+
+        theirs = getattr(registry, VOCABS[vocab]["name"])()["pat_str"]
+    except Exception as exc:  # not installed, or another layout: say so, go on
+        return f"pattern not cross-checked ({type(exc).__name__})"
+    same = theirs == NAMED_PATTERNS[vocab]
+    return "pattern string identical to bpe-openai's" if same else "PATTERN DIFFERS from bpe-openai's"
+
+
 def load_ours(vocab: str):
     """``(tokenizer, note)``: with the real special tokens if our loader takes them."""
     import fastbpe_nb as fb
@@ -707,7 +721,7 @@ def main(argv=None):
 
     print(f"fastbpe_nb from {Path(fastbpe_nb.__file__).parent}.  ")
     for v in vocabs:
-        print(f"{v}: {rank_file(v)[1]}.  ")
+        print(f"{v}: {rank_file(v)[1]}; {pattern_check(v)}.  ")
     data, n_bytes = {}, {}
     for w in workloads:
         t0 = time.perf_counter()
