@@ -27,6 +27,11 @@ pieces of 25-48 bytes (never cached) and long pieces (over 48 bytes: the rank sw
 last table counts the slots each whole-token lookup reads (the kernel's linear probing,
 replayed), and the longest run of occupied slots in that table.
 
+The replay predates the short-piece path (pieces of 2-7 bytes looked up by their packed
+bytes, then a direct-mapped cache of them): it models the path every piece took before,
+so its categories are where the long-piece path's time would go, and its "whole token" and
+"cache hit" counts overstate that path's work on pieces of up to 7 bytes.
+
     python benchmarks/encode_profile.py --vocab cl100k --workloads code,mixed --scale 0.1
 """
 
@@ -48,7 +53,7 @@ import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
 from fastbpe_nb.kernels.encode import CACHE_UNITS  # noqa: E402
-from fastbpe_nb.kernels.hashing import EMPTY, HASH_SEED, hash_units  # noqa: E402
+from fastbpe_nb.kernels.hashing import EMPTY, HASH_SEED, hash_slot, hash_units  # noqa: E402
 
 CATEGORIES = ("one byte", "whole token", "cache hit", "compulsory miss", "conflict miss",
               "25-48 B (uncached)", "long > 48 B")
@@ -58,7 +63,7 @@ CATEGORIES = ("one byte", "whole token", "cache hit", "compulsory miss", "confli
 def _whole_probe(data, s, e, h, whole_keys, tok_off, tok_data):
     """``kernels.encode._whole_piece``'s lookup, counting the slots it reads: ``(id, probes)``."""
     mask = whole_keys.shape[0] - 1
-    i = (h ^ (h >> 17)) & mask
+    i = hash_slot(h) & mask  # the kernel's slot function
     n = e - s
     probes = 0
     while True:
@@ -132,7 +137,7 @@ def classify_pieces(data, piece_offsets, block_pieces, whole_keys, tok_off, tok_
             if n > cache_units:
                 cat[p] = 5 if n <= long_piece else 6
                 continue
-            slot = (h ^ (h >> 17)) & cmask
+            slot = hash_slot(h) & cmask
             if c_hash[slot] == h and c_len[slot] == n:
                 same = True
                 t = c_start[slot]
