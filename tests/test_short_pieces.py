@@ -135,3 +135,47 @@ def test_char_mode_and_dropout_do_without_it():
     bt = fb.train(["ab ab abc"] * 5, vocab_size=260)
     ids = bt.encode("ab abc", dropout=1.0, seed=1)  # every merge skipped: the bytes
     assert ids == list(b"ab abc")
+
+
+# ------------------------------------------------------------ short texts: the piece memo
+memo_texts = st.lists(st.sampled_from(list("ab c\n\t'sé中😀<|>") + ["\ud800", "<|endoftext|>",
+                                                                  "  ", "12", "x"]),
+                      max_size=20).map("".join)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts_=st.lists(memo_texts, min_size=1, max_size=8),
+       pattern=st.sampled_from(["gpt2", "cl100k", "o200k"]))
+def test_short_texts_from_the_piece_memo_equal_the_kernels(texts_, pattern):
+    docs = ["abc ab c 12 é中 it's <|endoftext|> aab"] * 4
+    tok = fb.train(docs, vocab_size=290, pattern=pattern, special_tokens=["<|endoftext|>"])
+    model = ref.train(docs, vocab_size=290, pattern=pattern, special_tokens=["<|endoftext|>"])
+    for _ in range(2):  # the second time every piece comes from the memo
+        for text in texts_:
+            slow = tok._encode_array(text, frozenset(), frozenset()).tolist()
+            assert tok.encode_ordinary(text) == slow
+            clean = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            assert slow == ref.encode(clean, model, allowed_special=())
+            if "<|endoftext|>" in text:
+                with pytest.raises(fb.DisallowedSpecialTokenError):
+                    tok.encode(text)
+            else:
+                assert tok.encode(text) == slow
+            assert tok.encode(text, disallowed_special=()) == slow
+    if any(t and "\ud800" not in t for t in texts_):  # the memo really served them
+        assert len(tok._piece_memo) > 0
+
+
+def test_piece_memo_is_bounded_and_not_pickled(monkeypatch):
+    import pickle
+
+    import fastbpe_nb.tokenizer as tokenizer
+
+    monkeypatch.setattr(tokenizer, "PIECE_MEMO_ENTRIES", 50)
+    tok = fb.train(["the cat sat on the mat"] * 3, vocab_size=270)
+    for k in range(200):
+        text = f"w{k} x{k * 7} the cat"
+        assert tok.encode(text) == tok._encode_array(text, frozenset(), frozenset()).tolist()
+        assert len(tok._piece_memo) <= 50
+    again = pickle.loads(pickle.dumps(tok))
+    assert again._piece_memo == {} and again.encode("the cat") == tok.encode("the cat")
