@@ -425,8 +425,19 @@ class Tokenizer:
         """``ranks`` mode: (left, right) -> token for every two-token split, in token order.
 
         The position in this list is the rank the kernel sees; it grows with the token id,
-        so the lowest rank is the lowest-ranked concatenation (tiktoken's rule).
+        so the lowest rank is the lowest-ranked concatenation (tiktoken's rule). One kernel
+        call (``kernels.recover.split_pairs``); ``_split_pairs_py`` is its specification.
         """
+        from .kernels.recover import split_pairs
+        from .parallel import call_kernel
+
+        whole_keys, tok_off, tok_data = self._whole_table()
+        lefts, rights, results = call_kernel(split_pairs, tok_off, tok_data, whole_keys,
+                                             int(self.n_base))
+        return np.stack([lefts, rights], axis=1).reshape(-1, 2), results
+
+    def _split_pairs_py(self):
+        """The Python twin of ``_split_pairs`` (the specification its tests compare with)."""
         id_of = {b: i for i, b in enumerate(self._token_bytes)}
         lefts, rights, results = [], [], []
         for tid in range(self.n_base, len(self._token_bytes)):
@@ -740,8 +751,9 @@ class Tokenizer:
         merge with probability p, deterministically for a given ``seed``; ``p=0`` is exactly
         ordinary encoding, and every result still decodes to the input.
         """
-        if (allowed_special == () and disallowed_special == "all" and not dropout
-                and type(text) is str and len(text) <= SHORT_TEXT_CHARS
+        if (allowed_special == () and disallowed_special == "all" and type(text) is str
+                and len(text) <= SHORT_TEXT_CHARS and type(dropout) in (int, float)
+                and dropout == 0 and type(seed) is int and 0 <= seed < 2**31
                 and not self._all_specials.maybe_in(text)):
             ids = self._encode_short(text)  # no special token in it: encode_ordinary's ids
             if ids is not None:

@@ -179,3 +179,43 @@ def test_piece_memo_is_bounded_and_not_pickled(monkeypatch):
         assert len(tok._piece_memo) <= 50
     again = pickle.loads(pickle.dumps(tok))
     assert again._piece_memo == {} and again.encode("the cat") == tok.encode("the cat")
+
+
+# ----------------------------------------- ranks mode: the split-pair table in one kernel
+@settings(max_examples=EXAMPLES // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(raw=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=1, max_size=30))
+def test_split_pairs_kernel_equals_its_python_twin(tmp_path, raw):
+    merges = _merges_over_bytes(raw)
+    vocab = [bytes([i]) for i in range(256)]
+    tokens, seen = [], set()
+    for x, y in merges:
+        t = vocab[x] + vocab[y]
+        if t not in seen:
+            seen.add(t)
+            tokens.append(t)
+        vocab.append(t)
+    try:
+        tok = fb.from_tiktoken(_ranks_file(tmp_path, tokens), pattern="gpt2")
+    except ModelFormatError:
+        assume(False)
+    got, want = tok._split_pairs(), tok._split_pairs_py()
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_split_pairs_kernel_on_a_real_vocabulary(tmp_path):
+    import gzip
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None:
+        pytest.skip("bpe-openai (which ships cl100k_base) is not installed")
+    path = os.path.join(os.path.dirname(spec.origin), "data", "cl100k_base.tiktoken.gz")
+    ranks = tmp_path / "cl100k_base.tiktoken"
+    ranks.write_bytes(gzip.decompress(open(path, "rb").read()))
+    tok = fb.from_tiktoken(ranks, pattern="cl100k")
+    got, want = tok._split_pairs(), tok._split_pairs_py()
+    assert len(want[1]) > 200_000
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+

@@ -162,3 +162,52 @@ def recover_last_merges(tok_off, tok_data, whole_keys):
             out[r, 1] = _rank_of(tok_data, s + bnd[1], s + n, whole_keys, tok_off)
         longest = max(longest, n)
     return out
+
+
+@njit(cache=True, nogil=True)
+def split_pairs(tok_off, tok_data, whole_keys, n_base):
+    """Every split of every token into two tokens: the ``ranks`` encoder's pair table.
+
+    Parameters
+    ----------
+    tok_off : int64[n_tokens + 1]
+        Offsets of each token's bytes in ``tok_data`` (distinct tokens).
+    tok_data : uint8[m]
+        The tokens' bytes, concatenated.
+    whole_keys : int64[cap]
+        Bytes -> id table of the same tokens (``kernels.encode.build_whole_table``).
+    n_base : int
+        Tokens below this id are base symbols (never split).
+
+    Returns
+    -------
+    lefts, rights, results : int32[k]
+        For each token ``t >= n_base`` in id order and each cut ``1 <= c < len(t)`` in
+        order, where both ``t[:c]`` and ``t[c:]`` are tokens: their ids and ``t``.
+        ``Tokenizer._split_pairs``'s Python twin is the specification.
+    """
+    n_tokens = tok_off.shape[0] - 1
+    count = 0
+    for pass_ in range(2):
+        if pass_ == 1:
+            lefts = np.empty(count, dtype=np.int32)
+            rights = np.empty(count, dtype=np.int32)
+            results = np.empty(count, dtype=np.int32)
+        k = 0
+        for t in range(n_base, n_tokens):
+            s = tok_off[t]
+            e = tok_off[t + 1]
+            for c in range(s + 1, e):
+                a = _rank_of(tok_data, s, c, whole_keys, tok_off)
+                if a < 0:
+                    continue
+                b = _rank_of(tok_data, c, e, whole_keys, tok_off)
+                if b < 0:
+                    continue
+                if pass_ == 1:
+                    lefts[k] = a
+                    rights[k] = b
+                    results[k] = t
+                k += 1
+        count = k
+    return lefts, rights, results
