@@ -699,7 +699,7 @@ class Tokenizer:
                             serial=(encode_serial, args))
 
     def _short_table(self):
-        """Byte mode: packed bytes -> packed ids of every token of 2-7 bytes.
+        """Byte mode: packed bytes -> packed ids of every token of 2-15 bytes (SHORT_BYTES).
 
         Each such token is encoded as a piece of its own by the encoder itself (one kernel
         call), so a hit gives what merging would give, in either merge mode. Empty in char

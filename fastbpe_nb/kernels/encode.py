@@ -43,8 +43,8 @@ SWEEP_MARGIN = 256
 #: repeated and are merged each time.
 CACHE_UNITS = 24
 #: Pieces of up to this many bytes are looked up by their packed bytes in the short-piece
-#: tables: 7 bytes and the length fill one int64 key.
-SHORT_BYTES = 7
+#: tables: two int64 keys hold 7 + 8 bytes and the length.
+SHORT_BYTES = 15
 #: A short piece's ids are packed into one int64: up to SHORT_MAX_IDS ids of SHORT_ID_BITS
 #: bits each, and their number in the top bits. Vocabularies of 2**20 ids or more do without.
 SHORT_ID_BITS = 20
@@ -54,17 +54,25 @@ SHORT_ID_MASK = (1 << SHORT_ID_BITS) - 1
 
 @njit(cache=True, nogil=True)
 def _short_key(data, s, n):
-    """``data[s:s+n]`` (n <= SHORT_BYTES bytes) packed with its length into one int64."""
+    """``data[s:s+n]`` (n <= SHORT_BYTES bytes) as two int64 keys: the length and the
+    first 7 bytes (below 2**60, so never EMPTY), then the next 8 as a little-endian word
+    (0 for a piece of up to 7 bytes)."""
     key = np.int64(n) << 56
-    for k in range(n):
+    for k in range(min(n, 7)):
         key |= np.int64(data[s + k]) << (8 * k)
-    return key
+    key2 = np.int64(0)
+    for k in range(7, n):
+        key2 |= np.int64(data[s + k]) << (8 * (k - 7))
+    return key, key2
 
 
 @njit(cache=True, nogil=True)
-def _short_mix(key):
-    """Slot hash of a short-piece key (below 2**59): products stay below 2**63."""
-    h = ((key & 0x1FFFFFFF) * 0x9E3779B1) ^ ((key >> 29) * 0x85EBCA6B)
+def _short_mix(key, key2):
+    """Slot hash of a short piece's two keys: 21-bit parts times 32-bit odd constants (every
+    product below 2**54, so the same compiled or not), xored, the high bits folded down."""
+    h = ((key & 0x1FFFFF) * 0x9E3779B1) ^ (((key >> 21) & 0x1FFFFF) * 0x85EBCA6B) \
+        ^ (((key >> 42) & 0x3FFFF) * 0xC2B2AE35) ^ ((key2 & 0x1FFFFF) * 0x27D4EB2F) \
+        ^ (((key2 >> 21) & 0x1FFFFF) * 0x165667B1) ^ (((key2 >> 42) & 0x3FFFFF) * 0x9E3779B9)
     return h ^ (h >> 29)
 
 
@@ -87,14 +95,14 @@ def _emit_packed(v, out, o):
 
 
 @njit(cache=True, nogil=True)
-def _short_lookup(table, key):
-    """Packed ids stored for ``key`` in an interleaved short-piece table, or -1."""
-    mask = (table.shape[0] >> 1) - 1
-    i = _short_mix(key) & mask
+def _short_lookup(table, key, key2):
+    """Packed ids stored for ``(key, key2)`` in an interleaved short-piece table, or -1."""
+    mask = table.shape[0] // 3 - 1
+    i = _short_mix(key, key2) & mask
     while True:
-        k = table[2 * i]
-        if k == key:
-            return table[2 * i + 1]
+        k = table[3 * i]
+        if k == key and table[3 * i + 1] == key2:
+            return table[3 * i + 2]
         if k == EMPTY:
             return NO_RANK
         i = (i + 1) & mask
@@ -119,9 +127,10 @@ def build_short_table(data, piece_offsets, ids, id_offsets):
 
     Returns
     -------
-    table : int64[2 * cap]
-        Slot i holds the key at ``2 i`` (``EMPTY`` when free) and the packed ids at
-        ``2 i + 1``: key and value share a cache line, so a probe costs one memory access.
+    table : int64[3 * cap]
+        Slot i holds the keys at ``3 i`` (``EMPTY`` when free) and ``3 i + 1``, the packed
+        ids at ``3 i + 2``: keys and value share a cache line (mostly), so a probe costs
+        one memory access.
     """
     n = piece_offsets.shape[0] - 1
     keep = np.zeros(n, dtype=np.bool_)
@@ -137,18 +146,19 @@ def build_short_table(data, piece_offsets, ids, id_offsets):
     cap = 16
     while cap < 2 * m:
         cap *= 2
-    table = np.full(2 * cap, EMPTY, dtype=np.int64)
+    table = np.full(3 * cap, EMPTY, dtype=np.int64)
     mask = cap - 1
     for p in range(n):
         if not keep[p]:
             continue
         s = piece_offsets[p]
-        key = _short_key(data, s, piece_offsets[p + 1] - s)
-        i = _short_mix(key) & mask
-        while table[2 * i] != EMPTY and table[2 * i] != key:
+        key, key2 = _short_key(data, s, piece_offsets[p + 1] - s)
+        i = _short_mix(key, key2) & mask
+        while table[3 * i] != EMPTY and not (table[3 * i] == key and table[3 * i + 1] == key2):
             i = (i + 1) & mask
-        table[2 * i] = key
-        table[2 * i + 1] = _pack_ids(ids, id_offsets[p], id_offsets[p + 1] - id_offsets[p])
+        table[3 * i] = key
+        table[3 * i + 1] = key2
+        table[3 * i + 2] = _pack_ids(ids, id_offsets[p], id_offsets[p + 1] - id_offsets[p])
     return table
 
 
@@ -671,7 +681,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     # Short pieces the vocabulary table does not hold (several tokens): a direct-mapped
     # cache of interleaved (key, packed ids), 4x the entries of the long-piece cache.
     n_short = n_cache * 4
-    s_cache = np.full(2 * n_short, EMPTY, dtype=np.int64) if use_short else np.empty(0, np.int64)
+    s_cache = np.full(3 * n_short, EMPTY, dtype=np.int64) if use_short else np.empty(0, np.int64)
     smask = n_short - 1
     # The cache holds copies of the pieces' units and ids (not offsets into data and out):
     # a hit then reads a few hundred KB that stay in cache, not text megabytes back.
@@ -704,19 +714,20 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 o += 1
                 continue
             key = NO_RANK
+            key2 = np.int64(0)
             if use_short and n <= SHORT_BYTES:
                 # Most pieces of real text are a few bytes: one probe of the vocabulary's
                 # table, then of the block's cache, no hashing of the bytes, no merging.
                 # Every token of 2..SHORT_BYTES bytes is in the table, so a miss is never
                 # a whole token and needs no whole-piece lookup.
-                key = _short_key(data, s, n)
-                v = _short_lookup(short_table, key)
+                key, key2 = _short_key(data, s, n)
+                v = _short_lookup(short_table, key, key2)
                 if v >= 0:
                     o += _emit_packed(v, out, o)
                     continue
-                sslot = _short_mix(key) & smask
-                if s_cache[2 * sslot] == key:
-                    o += _emit_packed(s_cache[2 * sslot + 1], out, o)
+                sslot = _short_mix(key, key2) & smask
+                if s_cache[3 * sslot] == key and s_cache[3 * sslot + 1] == key2:
+                    o += _emit_packed(s_cache[3 * sslot + 2], out, o)
                     continue
             h = hash_units(data, s, e, HASH_SEED)
             if use_whole and key < 0:
@@ -755,8 +766,9 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     big[k] = sym_map[data[s + k]]
                 m = _merge_long(big, n, keys, vals, dropout, rng, no_starts)
             if key >= 0 and m <= SHORT_MAX_IDS:
-                s_cache[2 * sslot] = key
-                s_cache[2 * sslot + 1] = _pack_ids(out, o, m)
+                s_cache[3 * sslot] = key
+                s_cache[3 * sslot + 1] = key2
+                s_cache[3 * sslot + 2] = _pack_ids(out, o, m)
             elif cacheable:
                 c_hash[slot] = h
                 c_len[slot] = n
@@ -798,7 +810,7 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         Offsets of the tokens' bytes (used with ``whole_keys``).
     tok_data : uint8[m]
         The tokens' bytes (used with ``whole_keys``).
-    short_table : int64[2 * cap] or int64[0]
+    short_table : int64[3 * cap] or int64[0]
         Byte mode: ``build_short_table`` of the vocabulary, pieces of 2 .. SHORT_BYTES bytes
         that encode to one token (skipped under dropout). Empty: no short-piece lookup.
     dropout : float
