@@ -210,7 +210,7 @@ class SentencePieceBPE:
         """The pair table, the code point -> symbol map, and the unused-piece splits."""
         if self._tables is not None:
             return self._tables
-        from .kernels.encode import sweep_rank_count
+        from .kernels.encode import build_byte_pairs, sweep_rank_count
         from .kernels.hashing import build_rank_table
 
         n = len(self.pieces)
@@ -270,6 +270,7 @@ class SentencePieceBPE:
             "long_piece": long_piece, "sweep_ranks": 0 if tie else int(sweep_rank_count(keys, vals)),
             "split_ws": self.escape_whitespaces and not ws_inside,
             "unused_split": {},
+            "byte_pairs": build_byte_pairs(keys, vals),
         }
         return self._tables
 
@@ -487,7 +488,8 @@ class SentencePieceBPE:
             doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
         args = (data.astype(np.int32), t["sym_map"], piece_offsets, piece_special,
                 doc_piece_offsets, t["keys"], t["vals"], np.zeros(0, np.int64),
-                np.zeros(1, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64), 0.0, 0,
+                np.zeros(1, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64),
+                t["byte_pairs"], 0.0, 0,
                 t["long_piece"],
                 t["sweep_ranks"], CACHE_BITS)
         n_threads = num_threads or os.cpu_count() or 1

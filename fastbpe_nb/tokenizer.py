@@ -351,6 +351,7 @@ class Tokenizer:
         self._sweep_ranks = None
         self._whole = None
         self._short = None
+        self._pairs0 = None
         self._piece_memo = {}  # piece (str) -> its ids, for short texts (_encode_short)
         self._id_objects = None  # object array: the int of each id, shared by id lists
         self._build_tables()
@@ -457,7 +458,7 @@ class Tokenizer:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_rank_keys"] = state["_rank_vals"] = state["_whole"] = None  # rebuilt on demand
-        state["_short"] = None
+        state["_short"] = state["_pairs0"] = None
         state["_piece_memo"] = {}
         state["_sweep_ranks"] = state["_id_objects"] = state["_flat"] = None
         state["_matchers"] = {}
@@ -690,13 +691,22 @@ class Tokenizer:
         whole_keys, tok_off, tok_data = self._whole_table()
         n_docs = len(doc_pieces) - 1
         args = (data, self._sym_map, offsets, special, doc_pieces, keys, vals, whole_keys,
-                tok_off, tok_data, self._short_table(), float(dropout), int(seed), LONG_PIECE,
-                self._sweep_rank_count(), CACHE_BITS)
+                tok_off, tok_data, self._short_table(), self._byte_pairs(), float(dropout),
+                int(seed), LONG_PIECE, self._sweep_rank_count(), CACHE_BITS)
         if n_threads <= 1 or n_docs <= 1:
             return call_kernel(encode_serial, *args)
         n_blocks = max(1, min(n_docs, 8 * n_threads))
         return run_parallel(encode_batch, n_threads, *args, n_blocks,
                             serial=(encode_serial, args))
+
+    def _byte_pairs(self):
+        """``kernels.encode.build_byte_pairs`` of the rank table (built once)."""
+        if getattr(self, "_pairs0", None) is None:
+            from .kernels.encode import build_byte_pairs
+            from .parallel import call_kernel
+
+            self._pairs0 = call_kernel(build_byte_pairs, *self._rank_table())
+        return self._pairs0
 
     def _short_table(self):
         """Byte mode: packed bytes -> packed ids of every token of 2-15 bytes (SHORT_BYTES).
@@ -722,7 +732,7 @@ class Tokenizer:
             whole_keys, tok_off, tok_data = self._whole_table()
             ids, id_offsets = call_kernel(
                 encode_serial, data, self._sym_map, pieces, np.zeros(0, np.int32), docs, keys,
-                vals, whole_keys, tok_off, tok_data, empty, 0.0, 0, LONG_PIECE,
+                vals, whole_keys, tok_off, tok_data, empty, self._byte_pairs(), 0.0, 0, LONG_PIECE,
                 self._sweep_rank_count(), CACHE_BITS)
             self._short = call_kernel(build_short_table, data, pieces, ids, id_offsets)
         return self._short

@@ -172,15 +172,51 @@ def _lookup(keys, vals, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _merge_short(buf, n, rk, keys, vals):
+def build_byte_pairs(keys, vals):
+    """``(rank << 32) | new_id`` of every pair of ids below 256 (-1: no merge), dense.
+
+    Parameters
+    ----------
+    keys, vals : int64[cap]
+        The rank table (``hashing.build_rank_table``).
+
+    Returns
+    -------
+    byte_pairs : int64[65536]
+        Entry ``a * 256 + b``: what ``_lookup(keys, vals, a, b)`` returns. The first round
+        of merging a piece looks up only such pairs (its base symbols): 512 KB that stay
+        in cache instead of a probe of a table of hundreds of thousands of pairs.
+    """
+    out = np.full(65536, NO_RANK, dtype=np.int64)
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        if k == EMPTY:
+            continue
+        a = k >> 32
+        b = k & LOW32
+        if a < 256 and b < 256:
+            out[a * 256 + b] = vals[i]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _merge_short(buf, n, rk, keys, vals, byte_pairs):
     """Merge ``buf[:n]`` in place by scanning for the best pair; returns the new length.
 
     ``rk[i]`` holds the packed ``(rank << 32) | new_id`` of pair ``(buf[i], buf[i+1])``;
     pairs are compared by rank alone and the strict ``<`` keeps the leftmost of equal
-    ranks (as the heap path does with its ``(rank << 32) | position`` keys).
+    ranks (as the heap path does with its ``(rank << 32) | position`` keys). The first
+    round reads pairs of ids below 256 from ``byte_pairs`` (``build_byte_pairs``; an
+    empty array: the rank table only).
     """
+    dense = byte_pairs.shape[0] == 65536
     for i in range(n - 1):
-        rk[i] = _lookup(keys, vals, buf[i], buf[i + 1])
+        a = buf[i]
+        b = buf[i + 1]
+        if dense and a < 256 and b < 256:
+            rk[i] = byte_pairs[a * 256 + b]
+        else:
+            rk[i] = _lookup(keys, vals, a, b)
     while n > 1:
         best = NO_RANK
         bi = -1
@@ -661,8 +697,8 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 
 @njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece,
-                  sweep_ranks, cache_bits, d0, d1, out, doc_counts):
+                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
+                  long_piece, sweep_ranks, cache_bits, d0, d1, out, doc_counts):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
     use_whole = whole_keys.shape[0] > 0
     use_short = short_table.shape[0] > 0 and not dropout > 0.0
@@ -752,7 +788,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
             if n <= long_piece and not dropout > 0.0:
                 for k in range(n):
                     buf[k] = sym_map[data[s + k]]
-                m = _merge_short(buf, n, rk, keys, vals)
+                m = _merge_short(buf, n, rk, keys, vals, byte_pairs)
                 for k in range(m):
                     out[o + k] = buf[k]
             elif sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
@@ -783,8 +819,8 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                 whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece, sweep_ranks,
-                 cache_bits, n_blocks):
+                 whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
+                 sweep_ranks, cache_bits, n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -813,6 +849,9 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     short_table : int64[3 * cap] or int64[0]
         Byte mode: ``build_short_table`` of the vocabulary, pieces of 2 .. SHORT_BYTES bytes
         that encode to one token (skipped under dropout). Empty: no short-piece lookup.
+    byte_pairs : int64[65536] or int64[0]
+        ``build_byte_pairs(keys, vals)``: the rank table's pairs of ids below 256, dense
+        (empty: every pair from ``keys`` / ``vals``).
     dropout : float
         BPE-dropout probability (0.0: ordinary encoding; > 0 disables the piece cache).
     seed : int
@@ -842,15 +881,15 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
-                      vals, whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece,
-                      sweep_ranks, cache_bits, d0, d1, out, doc_counts)
+                      vals, whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
+                      long_piece, sweep_ranks, cache_bits, d0, d1, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
 def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece, sweep_ranks,
-                  cache_bits):
+                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
+                  sweep_ranks, cache_bits):
     """``encode_batch`` on the calling thread only (no thread pool is started).
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
@@ -860,8 +899,8 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
-                  whole_keys, tok_off, tok_data, short_table, dropout, seed, long_piece,
-                  sweep_ranks, cache_bits, 0, n_docs, out, doc_counts)
+                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
+                  long_piece, sweep_ranks, cache_bits, 0, n_docs, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 

@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 0fc5e25b41bc76b258f4946115fadd8946291d357a0b9c184ea4f6dc7a986b6c
+#: kernel cache stamp: eb410db1448e1f45c233474698ef311041609cbb6dec2238220769c4896f5cef
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
