@@ -261,26 +261,33 @@ def parquet_batch_rows(parquet_file, row_group: int, max_bytes: int | None = Non
     return int(max(1, min(65536, max_bytes // per_row)))
 
 
-def parquet_read_plan(parquet_file, max_bytes: int | None = None) -> list[tuple[list[int], int]]:
+#: At most this many rows in one run of small row groups (``parquet_read_plan``).
+MAX_RUN_ROWS = 1 << 20
+
+
+def parquet_read_plan(parquet_file, max_bytes: int | None = None,
+                      max_rows: int = MAX_RUN_ROWS) -> list[tuple[list[int], int]]:
     """Runs of consecutive row groups to read together, each with its record-batch size.
 
     ``[(row_groups, batch_rows), ...]`` in file order. Small row groups are read together
-    until a run holds about ``max_bytes`` (one ``iter_batches`` call per row group costs
-    about 70 us: 20,000 ten-row groups took 1.5 s to read one by one, 0.13 s together); a
-    big row group is a run of its own. ``batch_rows`` is the smallest
-    ``parquet_batch_rows`` of the run, so a batch never holds much more than ``max_bytes``.
+    until a run holds about ``max_bytes`` (uncompressed) or ``max_rows`` rows (one
+    ``iter_batches`` call per row group costs about 70 us: 20,000 ten-row groups took
+    1.5 s to read one by one, 0.13 s together); a big row group is a run of its own.
+    ``batch_rows`` is the smallest ``parquet_batch_rows`` of the run, so a batch never
+    holds much more than ``max_bytes``.
     """
     if max_bytes is None:
         max_bytes = SLICE_BYTES
     meta = parquet_file.metadata
-    plan, run, run_bytes, run_rows = [], [], 0, 65536
+    plan, run, run_bytes, n_rows, run_rows = [], [], 0, 0, 65536
     for rg in range(meta.num_row_groups):
-        size = meta.row_group(rg).total_byte_size
-        if run and run_bytes + size > max_bytes:
+        g = meta.row_group(rg)
+        if run and (run_bytes + g.total_byte_size > max_bytes or n_rows + g.num_rows > max_rows):
             plan.append((run, run_rows))
-            run, run_bytes, run_rows = [], 0, 65536
+            run, run_bytes, n_rows, run_rows = [], 0, 0, 65536
         run.append(rg)
-        run_bytes += size
+        run_bytes += g.total_byte_size
+        n_rows += g.num_rows
         run_rows = min(run_rows, parquet_batch_rows(parquet_file, rg, max_bytes))
     if run:
         plan.append((run, run_rows))

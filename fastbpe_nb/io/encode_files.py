@@ -57,7 +57,7 @@ import numpy as np
 from ..errors import (CorpusReadError, DisallowedSpecialTokenError, EncodeOptionsError,
                       FastBPEError, InvalidUTF8Error, OutputError, TextColumnTypeError)
 from . import arrow_text
-from .arrow_text import parquet_batch_rows, row_group_batches
+from .arrow_text import row_group_batches
 from .atomic import (PendingFile, atomic_write, check_writable, folder_lock, fsync_dir,
                      name_error, remove_stale_temps)
 from .corpus import ARROW_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_paths, file_kind
@@ -521,29 +521,11 @@ def _open_jsonl(path: str, columns: list[str]):
     return first[1].schema, batches()
 
 
-def _row_group_runs(pf):
-    """Consecutive row groups gathered into runs of about SLICE_BYTES (uncompressed), so
-    that many small row groups cost one read, not one each."""
-    meta = pf.metadata
-    limit = arrow_text.SLICE_BYTES
-    run, size, rows = [], 0, 0
-    for rg in range(meta.num_row_groups):
-        g = meta.row_group(rg)
-        if run and (size + g.total_byte_size > limit or rows + g.num_rows > SLICE_ROWS):
-            yield run
-            run, size, rows = [], 0, 0
-        run.append(rg)
-        size += g.total_byte_size
-        rows += g.num_rows
-    if run:
-        yield run
-
-
 def _parquet_batches(pf, path, columns):
     row = 0
-    for run in _row_group_runs(pf):
-        # Record batches of ~8 MB: a huge row group is never decoded whole.
-        rows = min(parquet_batch_rows(pf, rg) for rg in run)
+    # Runs of small row groups are read together (one call each, not one per group);
+    # record batches of ~8 MB: a huge row group is never decoded whole.
+    for run, rows in arrow_text.parquet_read_plan(pf, max_rows=SLICE_ROWS):
         try:
             if len(run) == 1:  # maybe huge: its pages are freed before its last batch is used
                 batches = row_group_batches(pf, run[0], columns)
