@@ -29,11 +29,9 @@ def linux_tarball() -> str | None:
     return found[-1] if found else None
 
 
-def _build_linux(path: Path, n_bytes: int) -> None:
-    tarball = linux_tarball()
-    total = 0
-    tmp = path.with_suffix(".tmp")
-    with tarfile.open(tarball, "r:xz") as tar, open(tmp, "wb") as out:
+def _linux_texts(tarball):
+    """The UTF-8 text files of the kernel tarball, as bytes, in archive order."""
+    with tarfile.open(tarball, "r:xz") as tar:
         for member in tar:
             if not member.isfile() or not member.name.endswith(TEXT_SUFFIXES):
                 continue
@@ -42,6 +40,15 @@ def _build_linux(path: Path, n_bytes: int) -> None:
                 data.decode("utf-8")
             except UnicodeDecodeError:
                 continue
+            yield data
+
+
+def _build_linux(path: Path, n_bytes: int) -> None:
+    tarball = linux_tarball()
+    total = 0
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as out:
+        for data in _linux_texts(tarball):
             out.write(data)
             if not data.endswith(b"\n"):
                 out.write(b"\n")
@@ -229,19 +236,11 @@ def _linux_files(n_bytes: int) -> list[bytes]:
     if not tarball:
         return [t.encode("utf-8") for t in stdlib_texts(n_bytes)]
     out, total = [], 0
-    with tarfile.open(tarball, "r:xz") as tar:
-        for member in tar:
-            if total >= n_bytes:
-                break
-            if not member.isfile() or not member.name.endswith(TEXT_SUFFIXES):
-                continue
-            data = tar.extractfile(member).read()
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            out.append(data)
-            total += len(data)
+    for data in _linux_texts(tarball):
+        if total >= n_bytes:
+            break
+        out.append(data)
+        total += len(data)
     return out
 
 

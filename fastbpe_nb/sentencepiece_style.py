@@ -438,7 +438,7 @@ class SentencePieceBPE:
 
     def _encode_flat(self, normalized: list[str], num_threads=None):
         from .kernels.encode import encode_batch, encode_serial
-        from .parallel import call_kernel, run_parallel
+        from .parallel import run_encode
 
         t = self._build_tables()
         n = len(self.pieces)
@@ -492,15 +492,8 @@ class SentencePieceBPE:
                 t["byte_pairs"], 0.0, 0,
                 t["long_piece"],
                 t["sweep_ranks"], CACHE_BITS)
-        n_threads = num_threads or os.cpu_count() or 1
-        if n_threads <= 1 or n_docs <= 1:
-            # One text (encode) never starts the thread pool: no per-call pool cost, and
-            # nothing to go wrong in a forked child.
-            ids, offsets = call_kernel(encode_serial, *args)
-        else:
-            n_blocks = max(1, min(n_docs, 4 * n_threads))
-            ids, offsets = run_parallel(encode_batch, n_threads, *args, n_blocks,
-                                        serial=(encode_serial, args))
+        ids, offsets = run_encode(encode_batch, encode_serial, num_threads or os.cpu_count() or 1,
+                                  n_docs, args, 4)
         return self._postprocess(ids, offsets)
 
     def _postprocess(self, ids, offsets):

@@ -684,7 +684,7 @@ class Tokenizer:
 
     def _run(self, layout, n_threads=1, dropout=0.0, seed=0):
         from .kernels.encode import encode_batch, encode_serial
-        from .parallel import call_kernel, run_parallel
+        from .parallel import run_encode
 
         data, offsets, special, doc_pieces = layout
         keys, vals = self._rank_table()
@@ -693,11 +693,7 @@ class Tokenizer:
         args = (data, self._sym_map, offsets, special, doc_pieces, keys, vals, whole_keys,
                 tok_off, tok_data, self._short_table(), self._byte_pairs(), float(dropout),
                 int(seed), LONG_PIECE, self._sweep_rank_count(), CACHE_BITS)
-        if n_threads <= 1 or n_docs <= 1:
-            return call_kernel(encode_serial, *args)
-        n_blocks = max(1, min(n_docs, 8 * n_threads))
-        return run_parallel(encode_batch, n_threads, *args, n_blocks,
-                            serial=(encode_serial, args))
+        return run_encode(encode_batch, encode_serial, n_threads, n_docs, args, 8)
 
     def _byte_pairs(self):
         """``kernels.encode.build_byte_pairs`` of the rank table (built once)."""
