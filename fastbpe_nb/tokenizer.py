@@ -466,6 +466,9 @@ class Tokenizer:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        # Tables a tokenizer pickled by an earlier version did not have: built on demand.
+        for name in ("_short", "_pairs0"):
+            self.__dict__.setdefault(name, None)
         self.__dict__.setdefault("_piece_memo", {})
         if "_unused" not in state:  # pickled by a version without unused ids
             self._build_tables()
@@ -697,7 +700,7 @@ class Tokenizer:
 
     def _byte_pairs(self):
         """``kernels.encode.build_byte_pairs`` of the rank table (built once)."""
-        if getattr(self, "_pairs0", None) is None:
+        if self._pairs0 is None:
             from .kernels.encode import build_byte_pairs
             from .parallel import call_kernel
 

@@ -219,3 +219,14 @@ def test_split_pairs_kernel_on_a_real_vocabulary(tmp_path):
     assert len(want[1]) > 200_000
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
+
+
+def test_a_tokenizer_pickled_before_the_short_tables_still_encodes():
+    tok = fb.train(["the cat sat on the mat, naïve café"] * 3, vocab_size=280)
+    want = tok.encode_batch(["the cat", "naïve café sat"]) + [tok.encode("the mat")]
+    state = tok.__getstate__()
+    for name in ("_short", "_pairs0", "_piece_memo"):  # what an earlier version lacked
+        del state[name]
+    old = fb.Tokenizer.__new__(fb.Tokenizer)
+    old.__setstate__(state)
+    assert old.encode_batch(["the cat", "naïve café sat"]) + [old.encode("the mat")] == want
