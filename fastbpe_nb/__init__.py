@@ -28,14 +28,11 @@ from .io.encode_files import encode_parquet, read_bin
 from .io.interop import from_huggingface, from_tiktoken
 from .io.model_file import load
 from .pretokenize import NAMED_PATTERNS, split
-from .sentencepiece_style import (
-    SentencePieceBPE,
-    from_sentencepiece,
-    to_sentencepiece,
-    train_sentencepiece,
-)
+from .sentencepiece_style import SentencePieceBPE, from_sentencepiece, to_sentencepiece
+from .sentencepiece_train import train_sentencepiece
 from .tokenizer import StreamDecoder, Tokenizer
-from .trainer import MemoryBudgetError, count_to_file, train, train_files
+from .errors import MemoryBudgetError
+from .trainer import count_to_file, train, train_files
 
 __version__ = "0.1.0"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import pretokenize
-from .tokenizer import clean_text
+from .text import clean_text
 
 
 #: Documents longer than this are counted a segment at a time (see ``_add_with_huge_docs``).

@@ -144,3 +144,11 @@ class TextColumnTypeError(CorpusReadError, TypeError):
 class OutOfMemoryError(FastBPEError, MemoryError):
     """An operation ran out of memory on an input too large for it; names the file, the
     rows and an estimate of what they need (instead of a bare MemoryError)."""
+
+
+class MemoryBudgetError(TrainingError, MemoryError):
+    """Training would exceed the ``max_memory`` budget the caller set."""
+
+
+class TokenLookupError(FastBPEError, ValueError):
+    """A token id or piece asked for by ``inspect`` is not in the vocabulary."""

@@ -24,11 +24,7 @@ import sys
 
 import numpy as np
 
-from .errors import FastBPEError
-
-
-class TokenLookupError(FastBPEError, ValueError):
-    """A token id or piece asked for by ``inspect`` is not in the vocabulary."""
+from .errors import FastBPEError, TokenLookupError  # noqa: F401 (TokenLookupError: re-exported)
 
 
 # ----------------------------------------------------------------------------- pieces

@@ -34,6 +34,7 @@ from .errors import (
     UnknownCharacterError,
     UnknownTokenError,
 )
+from .text import NORMALIZATIONS, clean_text, normalize, utf8  # noqa: F401
 from .validation import check_dropout, check_num_threads, check_seed, checked_ids
 
 #: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
@@ -53,37 +54,6 @@ PIECE_MEMO_ENTRIES = 1 << 16
 
 #: Decoding fewer ids than this joins their ``bytes`` in Python; more go through a kernel.
 DECODE_JOIN_MAX = 4096
-
-
-#: Unicode normalization forms a tokenizer may apply before encoding (None: identity).
-NORMALIZATIONS = (None, "NFC", "NFKC")
-
-
-def normalize(text: str, form) -> str:
-    """``text`` in normalization ``form`` (None leaves it unchanged)."""
-    if form is None:
-        return text
-    import unicodedata
-
-    return unicodedata.normalize(form, text)
-
-
-def utf8(text: str) -> bytes:
-    """UTF-8 bytes of ``text``; lone surrogates become U+FFFD (they have no UTF-8 form)."""
-    return clean_text(text).encode("utf-8")
-
-
-def clean_text(text: str) -> str:
-    """``text`` with each lone surrogate replaced by one U+FFFD (unchanged when there are none).
-
-    The UTF-16 round trip pairs up surrogates that form a valid pair and replaces the
-    others, one U+FFFD each (tiktoken's policy).
-    """
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 #: At most this many ids between the regular tokens and the largest special id may be

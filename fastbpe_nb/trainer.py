@@ -16,15 +16,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pretokenize
-from .errors import TrainingError
-from .reference import TIE_RULES, hf_byte_ranks
-from .tokenizer import Tokenizer, clean_text
+from .errors import MemoryBudgetError, TrainingError
+from .byte_level import hf_byte_ranks
+from .text import clean_text
+from .tokenizer import Tokenizer
 from .validation import check_num_threads
 
 _UNLIMITED = 1 << 62
 _INT64_MAX = (1 << 63) - 1
 #: Used when neither vocab_size nor num_merges is given.
 DEFAULT_VOCAB_SIZE = 32768
+#: The tie rules (``reference.py`` defines each; the merge kernel implements them).
+TIE_RULES = ("ids", "hf", "first", "bytes")
 
 
 def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collections.Counter:
@@ -42,7 +45,7 @@ def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collection
 
 
 def _normalized(texts, form):
-    from .tokenizer import normalize
+    from .text import normalize
 
     for text in _iter_texts(texts):
         yield normalize(clean_text(text), form) if isinstance(text, str) else text
@@ -345,7 +348,7 @@ _SENTENCEPIECE_OPTIONS = ("byte_fallback", "split_digits", "character_coverage",
 
 def _train_sentencepiece_style(texts, vocab_size, options):
     """``train(..., whitespace="▁")``: SentencePiece-style BPE (see sentencepiece_style)."""
-    from .sentencepiece_style import train_sentencepiece
+    from .sentencepiece_train import train_sentencepiece
 
     options = dict(options)
     if options.pop("whitespace") != "\u2581":
@@ -519,10 +522,6 @@ def require_words(counts, what: str) -> None:
     if len(counts) == 0:
         raise TrainingError(f"nothing to learn: {what} (empty input, only empty documents, "
                             "or only special tokens)")
-
-
-class MemoryBudgetError(TrainingError, MemoryError):
-    """Training would exceed the ``max_memory`` budget the caller set."""
 
 
 #: What each training phase of ``train_files`` allocates on top of what is held when it

@@ -25,8 +25,8 @@ from fastbpe_nb.sentencepiece_style import (
     from_sentencepiece,
     from_sentencepiece_bytes,
     to_sentencepiece,
-    train_sentencepiece,
 )
+from fastbpe_nb.sentencepiece_train import train_sentencepiece
 
 from fbtest import CORPORA, NOJIT
 

@@ -559,7 +559,7 @@ class Utf8Policy:
             return text
         except UnicodeEncodeError:
             pass
-        from ..tokenizer import clean_text
+        from ..text import clean_text
 
         cleaned = clean_text(text)
         n = cleaned.count("\ufffd") - text.count("\ufffd")

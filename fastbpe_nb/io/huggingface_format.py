@@ -39,7 +39,7 @@ import re
 
 from ..errors import ModelFormatError
 from ..pretokenize import NAMED_PATTERNS
-from ..reference import bytes_to_unicode
+from ..byte_level import bytes_to_unicode
 from .atomic import atomic_write
 
 BYTE_TO_CHAR: dict[int, str] = bytes_to_unicode()
@@ -153,7 +153,7 @@ def huggingface_json(tok) -> str:
 def _check_specials_normalize(tok, specials):
     """A special token that normalization changes can never be found in normalized text by
     us, while HF would normalize it too and find it: refuse such an export."""
-    from ..tokenizer import normalize
+    from ..text import normalize
 
     for token, tid in specials:
         if normalize(token, tok.normalization) != token:
