@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
-from fastbpe_nb.kernels.encode import CACHE_UNITS  # noqa: E402
+from fastbpe_nb.model import CACHE_UNITS  # noqa: E402
 from fastbpe_nb.kernels.hashing import EMPTY, HASH_SEED, hash_slot, hash_units  # noqa: E402
 
 CATEGORIES = ("one byte", "whole token", "cache hit", "compulsory miss", "conflict miss",

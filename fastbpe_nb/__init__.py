@@ -25,12 +25,17 @@ from .errors import (
     UnknownTokenError,
 )
 from .io.encode_files import encode_parquet, read_bin
-from .io.interop import from_huggingface, from_tiktoken
-from .io.model_file import load
+from .loaders import from_huggingface, from_tiktoken, load
 from .pretokenize import NAMED_PATTERNS, split
-from .sentencepiece_style import SentencePieceBPE, from_sentencepiece, to_sentencepiece
+from .sentencepiece_style import (
+    SentencePieceBPE,
+    from_sentencepiece,
+    sentencepiece_tokenizer,
+    to_sentencepiece,
+)
 from .sentencepiece_train import train_sentencepiece
-from .tokenizer import StreamDecoder, Tokenizer
+from .decoder import StreamDecoder
+from .tokenizer import Tokenizer
 from .errors import MemoryBudgetError
 from .trainer import count_to_file, train, train_files
 
@@ -61,6 +66,7 @@ __all__ = [
     "from_sentencepiece",
     "from_tiktoken",
     "read_bin",
+    "sentencepiece_tokenizer",
     "load",
     "split",
     "to_sentencepiece",

@@ -103,7 +103,7 @@ class WordCounter:
         pieces, in the same order), the runs of documents between them as one batch. The
         per-piece arrays of one call then stay small (a 300 MiB row took 5.5x its size)."""
         from ._scanner import scan_prefix_offsets
-        from .tokenizer import SEGMENT_BYTES
+        from .encoder import SEGMENT_BYTES
 
         run_start = 0
         for d in np.flatnonzero(lengths > HUGE_DOC_BYTES).tolist() + [len(lengths)]:

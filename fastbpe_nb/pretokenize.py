@@ -234,6 +234,11 @@ class SpecialTokenMatcher:
     def __bool__(self):
         return bool(self.tokens)
 
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        """The short prefixes every token starts with (one of them is in any text holding a token)."""
+        return self._prefixes
+
     def maybe_in(self, text: str) -> bool:
         """A fast filter: False guarantees that no token occurs in ``text``."""
         if not self.tokens:

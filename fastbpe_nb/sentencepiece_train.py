@@ -15,7 +15,9 @@ import numpy as np
 
 from .errors import TrainingError
 from .io.sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED
-from .sentencepiece_style import WS, SentencePieceBPE, _byte_piece, _check_str
+from .sentencepiece_parts import WS, SentencePieceNormalizer, _byte_piece, check_str
+from .sentencepiece_style import sentencepiece_tokenizer
+from .tokenizer import Tokenizer
 
 _DIGITS = re.compile(r"[0-9]|[^0-9]+")
 _WORDS = re.compile(WS + "[^" + WS + "]*|[^" + WS + "]+")
@@ -25,7 +27,7 @@ def train_sentencepiece(texts, vocab_size, *, byte_fallback=True, split_digits=T
                         normalization=None, character_coverage=1.0, add_dummy_prefix=True,
                         remove_extra_whitespaces=True, user_defined_symbols=(),
                         control_symbols=(), unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-                        max_piece_length=16, tie_break="ids", progress=False) -> SentencePieceBPE:
+                        max_piece_length=16, tie_break="ids", progress=False) -> Tokenizer:
     """Train a SentencePiece-style BPE model with our exact BPE trainer.
 
     ``texts`` is an iterable of sentences (each one is normalized on its own, as a line
@@ -79,16 +81,13 @@ def train_sentencepiece(texts, vocab_size, *, byte_fallback=True, split_digits=T
         raise ValueError("special piece ids must be contiguous from 0")
 
     # Normalizer used for training (identity; user-defined symbols stay verbatim).
-    norm = SentencePieceBPE([p for p, _ in meta.values()] or ["<unk>"],
-                            np.zeros(len(meta), np.float32),
-                            [t for _, t in meta.values()], byte_fallback=byte_fallback,
-                            add_dummy_prefix=add_dummy_prefix,
-                            remove_extra_whitespaces=remove_extra_whitespaces)
+    norm = SentencePieceNormalizer({}, [p for p, t in meta.values() if t == USER_DEFINED],
+                                   add_dummy_prefix, remove_extra_whitespaces)
     meta_strings = sorted((p for p, _ in meta.values()), key=lambda s: (-len(s), s))
     meta_re = re.compile("|".join(re.escape(s) for s in meta_strings)) if meta_strings else None
     words: collections.Counter = collections.Counter()
     for index, (text, count) in enumerate(_iter(texts)):
-        text = _check_str(text, index)
+        text = check_str(text, index)
         if meta_re is not None:
             text = meta_re.sub(" ", text)  # meta pieces are never learned from the text
         s = norm.normalize(text)
@@ -161,7 +160,7 @@ def train_sentencepiece(texts, vocab_size, *, byte_fallback=True, split_digits=T
         pieces.append(s)
         types.append(NORMAL)
         scores.append(-float(k))
-    return SentencePieceBPE(
+    return sentencepiece_tokenizer(
         pieces, scores, types, byte_fallback=byte_fallback, add_dummy_prefix=add_dummy_prefix,
         remove_extra_whitespaces=remove_extra_whitespaces, split_digits=split_digits,
         normalizer_name="identity", character_coverage=character_coverage,

@@ -39,3 +39,20 @@ def clean_text(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+
+
+class UnicodeNormalizer:
+    """A tokenizer's normalizer part: Unicode ``form`` (None, "NFC" or "NFKC") applied to
+    each text before encoding (and in training). ``identity``: it changes nothing."""
+
+    def __init__(self, form=None):
+        if form not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, not {form!r}")
+        self.form = form
+        self.identity = form is None
+
+    def normalize(self, text: str) -> str:
+        return normalize(text, self.form)
+
+    def __eq__(self, other):
+        return isinstance(other, UnicodeNormalizer) and self.form == other.form

@@ -29,7 +29,9 @@ import pytest
 
 import fastbpe_nb as fb
 from fastbpe_nb.errors import ModelFormatError
-from fastbpe_nb.io.interop import from_huggingface, from_tiktoken, to_huggingface, to_tiktoken
+from fastbpe_nb.io.huggingface_format import save_huggingface as to_huggingface
+from fastbpe_nb.io.tiktoken_format import save_tiktoken as to_tiktoken
+from fastbpe_nb.loaders import from_huggingface, from_tiktoken
 from fastbpe_nb.reference import bytes_to_unicode
 
 try:

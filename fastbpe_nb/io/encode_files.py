@@ -356,7 +356,7 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     keep = _keep_list(keep_columns, column, format)
     allowed = "all" if special == "allow" else ()
     disallowed = () if special == "text" else "all"
-    allowed_set, disallowed_set = tok._special_sets(allowed, disallowed)
+    allowed_set, disallowed_set = tok.special_sets(allowed, disallowed)
     np_dtype = _id_dtype(tok, format, dtype)
     sep_id = _separator_id(tok, separator) if format == "bin" and not count_only else None
     if output is None and not count_only:
@@ -630,8 +630,8 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
             col = table.column(column)
             col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
             try:
-                ids, offsets, valid = tok._encode_arrow_flat(col, allowed, disallowed, n_threads,
-                                                             row_base=row0)
+                ids, offsets, valid = tok.encode_batch_flat(col, n_threads, allowed, disallowed,
+                                                            row_base=row0)
             except DisallowedSpecialTokenError as exc:
                 exc.args = (f"{path}: {exc.args[0]} (use special='allow' or 'text')",)
                 exc.path = path

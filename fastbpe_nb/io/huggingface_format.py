@@ -417,7 +417,8 @@ def _parse_merges(raw, path, entry="model.merges") -> list[tuple[str, str]]:
 def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[str, int],
                      pattern, path, vocab_entry="model.vocab", merges_entry="model.merges",
                      merge_lines=None, normalization=None):
-    """A ``merge_mode="pairs"`` Tokenizer from HF's byte-level vocab, merges and specials.
+    """The Tokenizer arguments (a dict) of HF's byte-level vocab, merges and specials, all
+    validated (``merge_mode="pairs"``).
 
     ``vocab`` must not contain the special tokens. Our layout is required: the 256 single
     bytes hold ids 0..255 (any order), the merge results follow in merge order (a merge whose
@@ -425,7 +426,8 @@ def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[
     """
     import numpy as np
 
-    from ..tokenizer import Tokenizer
+    from ..layout import resolve_pattern
+    from ..model import MergeModel
 
     if not isinstance(vocab, dict):
         raise ModelFormatError("vocab must be an object {token: id}", path, vocab_entry)
@@ -469,8 +471,12 @@ def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[
                                    "vocabulary", path, where)
         merge_ids[k] = ia, ib
     try:
-        tok = Tokenizer(merge_ids, pattern=pattern, byte_order=byte_order, merge_mode="pairs",
-                        normalization=normalization, _source=path)
+        pattern = resolve_pattern(pattern, "bytes")
+    except ValueError as exc:
+        raise ModelFormatError(str(exc), path, "pre_tokenizer") from None
+    try:
+        base_bytes = [bytes([b]) for b in byte_order]
+        got = MergeModel(merge_ids, base_bytes, "pairs", path).token_bytes
     except ModelFormatError as exc:
         m = re.fullmatch(r"merges\[(\d+)\]", exc.entry or "")
         if m is None:
@@ -481,9 +487,6 @@ def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[
             f"merge {merges[k]!r:.80} uses a token whose id is not yet defined at merge {k} "
             f"({exc.reason}); our layout numbers bytes 0..255, then each merge's new token in "
             "merge order", path, where) from None
-    except ValueError as exc:
-        raise ModelFormatError(str(exc), path, "pre_tokenizer") from None
-    got = tok.vocab
     if got != expected:
         i = next((i for i in range(min(len(got), n)) if got[i] != expected[i]), min(len(got), n))
         if i < n and i < len(got):
@@ -496,19 +499,18 @@ def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[
             reason = f"the merges make {len(got)} tokens, the vocabulary has {n}"
         raise _unsupported(reason + " (our layout: bytes 0..255, then each merge's new token "
                            "in merge order)", path, vocab_entry)
-    if specials:
-        tok.special_tokens = _specials_after(specials, n, path, "added_tokens")
-        tok._build_tables()
-    return tok
+    return {"merges": merge_ids, "pattern": pattern, "byte_order": byte_order,
+            "merge_mode": "pairs", "normalization": normalization, "_source": path,
+            "special_tokens": _specials_after(specials, n, path, "added_tokens") if specials else ()}
 
 
 def _specials_after(specials: dict, n: int, path, entry: str) -> dict:
     """``specials`` checked as the Tokenizer checks them: ids from ``n`` (the number of
     regular tokens) on, unique; unused ids may be left between them (as in cl100k)."""
-    from ..tokenizer import _check_special_tokens
+    from ..specials import check_special_tokens
 
     try:
-        return _check_special_tokens(specials, n, entry, path)
+        return check_special_tokens(specials, n, entry, path)
     except ModelFormatError as exc:
         raise _unsupported(exc.reason, path, entry) from None
 
@@ -591,27 +593,26 @@ def _load_vocab_merges(vocab_path, merges_path):
         if not _is_int(i):
             raise ModelFormatError(f"id {i!r} of {s!r:.60} is not an integer", vocab_path, s[:60])
     try:
-        tok = build_from_vocab(regular, merges, {}, "gpt2", vocab_path, vocab_entry="vocab",
+        spec = build_from_vocab(regular, merges, {}, "gpt2", vocab_path, vocab_entry="vocab",
                                merges_entry=os.path.basename(merges_path), merge_lines=lines)
     except ModelFormatError as exc:
         if exc.entry is not None and exc.entry.startswith("line "):
             raise ModelFormatError(exc.reason, merges_path, exc.entry) from None
         raise
     if specials:
-        n = tok.n_regular
+        n = len(regular)
         bad = next((s for s, i in specials.items() if i < n), None)
         if bad is not None:
             raise _unsupported(
                 f"{bad!r:.60} (id {specials[bad]}) is neither a byte nor a merge result and does "
                 f"not come after the {n} regular tokens (special tokens must have ids >= {n})",
                 vocab_path, "vocab")
-        tok.special_tokens = _specials_after(specials, n, vocab_path, "vocab")
-        tok._build_tables()
-    return tok
+        spec["special_tokens"] = _specials_after(specials, n, vocab_path, "vocab")
+    return spec
 
 
-def load_huggingface(path, merges=None):
-    """Load a byte-level BPE from Hugging Face files.
+def load_huggingface(path, merges=None) -> dict:
+    """The Tokenizer arguments of a byte-level BPE in Hugging Face files.
 
     ``path`` is a ``tokenizer.json``, a GPT-2 style ``vocab.json`` (its ``merges.txt`` is
     found beside it unless ``merges=`` names it), or a folder holding either. The result has

@@ -21,6 +21,10 @@
       ]
     }
 
+A SentencePiece-style model is stored as version 2, ``"base": "pieces"``, with its
+SentencePiece ``ModelProto`` (exactly the ``.model`` file's bytes) in base64 under
+``"sentencepiece"``; byte- and char-level models stay version 1.
+
 The vocabulary is not stored: it is derived from the merges (``vocab[new] = vocab[a] +
 vocab[b]``). Loading validates everything before any kernel sees it and raises
 ModelFormatError naming the path and the entry. Writing is deterministic, so
@@ -29,6 +33,8 @@ ModelFormatError naming the path and the entry. Writing is deterministic, so
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 
@@ -38,9 +44,10 @@ from ..errors import ModelFormatError
 from .atomic import atomic_write
 
 FORMAT_NAME = "fastbpe_nb"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _KEYS = ("format", "version", "base", "pattern", "end_of_word", "alphabet", "tie_break",
          "normalization", "byte_order", "merge_mode", "special_tokens", "merges")
+_PIECES_KEYS = ("format", "version", "base", "special_tokens", "sentencepiece")
 _TIE_RULES = ("ids", "hf", "first", "bytes")
 
 
@@ -50,11 +57,17 @@ def _dump(value) -> str:
 
 def model_to_json(tok) -> str:
     """The model file text of ``tok`` (deterministic)."""
+    if tok.base == "pieces":
+        from .sentencepiece_model import model_proto
+
+        doc = {"format": FORMAT_NAME, "version": 2, "base": "pieces", "special_tokens": [],
+               "sentencepiece": base64.b64encode(model_proto(tok)).decode("ascii")}
+        return json.dumps(doc, indent=2) + "\n"
     specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
     lines = ["{"]
     header = {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": 1,
         "base": tok.base,
         "pattern": tok.pattern,
         "end_of_word": tok.end_of_word,
@@ -99,10 +112,9 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def parse_model(text_bytes: bytes, source=None):
-    """Validate a model document and build the Tokenizer it describes."""
-    from ..tokenizer import Tokenizer
-
+def parse_model(text_bytes: bytes, source=None) -> dict:
+    """Validate a model document: the Tokenizer arguments it describes (a dict; a
+    SentencePiece-style one is ``{"sentencepiece": <ModelProto bytes>}``)."""
     try:
         text = text_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -129,6 +141,8 @@ def parse_model(text_bytes: bytes, source=None):
         raise ModelFormatError(
             f"version {version} is newer than this fastbpe_nb reads ({FORMAT_VERSION}); upgrade",
             source, "version")
+    if doc.get("base") == "pieces":
+        return _parse_pieces(doc, source)
     unknown = sorted(set(doc) - set(_KEYS))
     if unknown:
         raise ModelFormatError(f"unknown key {unknown[0]!r}", source, unknown[0])
@@ -214,19 +228,31 @@ def parse_model(text_bytes: bytes, source=None):
 
     # The ids are checked by the Tokenizer (ModelFormatError naming "special_tokens"): any
     # unused ids from the number of regular tokens on, gaps allowed (cl100k has gaps).
+    return {"merges": merges_arr, "pattern": pattern, "special_tokens": special_map,
+            "base": base, "alphabet": alphabet if base == "chars" else None,
+            "end_of_word": end_of_word, "tie_break": tie_break, "byte_order": byte_order,
+            "merge_mode": merge_mode, "normalization": normalization, "_source": source}
+
+
+def _parse_pieces(doc: dict, source) -> dict:
+    """A version-2 SentencePiece-style document: its ModelProto bytes."""
+    unknown = sorted(set(doc) - set(_PIECES_KEYS))
+    if unknown:
+        raise ModelFormatError(f"unknown key {unknown[0]!r}", source, unknown[0])
+    if doc.get("special_tokens", []) != []:
+        raise ModelFormatError("a SentencePiece-style model keeps its special pieces in its "
+                               "ModelProto", source, "special_tokens")
+    proto = doc.get("sentencepiece")
+    if not isinstance(proto, str):
+        raise ModelFormatError("missing the base64 ModelProto", source, "sentencepiece")
     try:
-        return Tokenizer(merges_arr, pattern=pattern, special_tokens=special_map, base=base,
-                         alphabet=alphabet if base == "chars" else None,
-                         end_of_word=end_of_word, tie_break=tie_break, byte_order=byte_order,
-                         merge_mode=merge_mode, normalization=normalization, _source=source)
-    except ModelFormatError:
-        raise
-    except ValueError as exc:
-        raise ModelFormatError(str(exc), source, "pattern") from None
+        return {"sentencepiece": base64.b64decode(proto, validate=True)}
+    except (binascii.Error, ValueError):
+        raise ModelFormatError("not valid base64", source, "sentencepiece") from None
 
 
-def load(path):
-    """Load a model file written by ``Tokenizer.save``.
+def read_model(path) -> dict:
+    """The Tokenizer arguments of a model file written by ``Tokenizer.save``.
 
     Raises
     ------

@@ -448,3 +448,49 @@ def decode_charsmap(blob: bytes, path=None) -> dict:
         raise ModelFormatError("precompiled charsmap: malformed rule", path, entry)
     rules = dict(zip(keys, vals))
     return rules
+
+
+def model_proto(tok) -> bytes:
+    """The ``.model`` bytes of a SentencePiece-style tokenizer (``tok.base == "pieces"``):
+    the specs it was read with when it came from a ``.model`` file, else ones built from
+    its settings (what ``SentencePieceTrainer`` would have written)."""
+    if tok.base != "pieces":
+        from ..errors import LossyExportError
+
+        raise LossyExportError(f"a {tok.base!r}-level tokenizer is not a SentencePiece model: "
+                               "only the SentencePiece preset (fb.from_sentencepiece, "
+                               "fb.train(..., whitespace='\u2581')) exports to .model")
+    model, norm, opts = tok.model, tok.normalizer, tok.model.options
+    pieces, types = model.pieces, model.types.tolist()
+    m = model.proto
+    if m is not None and m.raw_trainer_spec is not None:
+        trainer, normalizer, denorm = m.raw_trainer_spec, m.raw_normalizer_spec, m.raw_denormalizer_spec
+    else:
+        ids = model.piece_to_id_map
+        controls = [p for p, t in zip(pieces, types)
+                    if t == CONTROL and p not in ("<s>", "</s>", "<pad>")]
+        trainer = encode_trainer_spec(
+            vocab_size=len(pieces), byte_fallback=model.byte_fallback,
+            split_digits=opts.get("split_digits", False),
+            character_coverage=opts.get("character_coverage", 1.0),
+            max_sentencepiece_length=opts.get("max_piece_length", 16), unk_id=model.unk_id,
+            bos_id=ids.get("<s>", -1), eos_id=ids.get("</s>", -1), pad_id=ids.get("<pad>", -1),
+            user_defined_symbols=model.user_defined, control_symbols=controls,
+            unk_surface=opts.get("unk_surface"))
+        normalizer = encode_normalizer_spec(
+            name=opts.get("normalizer_name", "identity"),
+            precompiled_charsmap=opts.get("precompiled_charsmap", b""),
+            add_dummy_prefix=norm.add_dummy_prefix,
+            remove_extra_whitespaces=norm.remove_extra_whitespaces,
+            escape_whitespaces=norm.escape_whitespaces)
+        denorm = None
+    return encode_model(pieces, model.scores, model.types, trainer, normalizer, denorm)
+
+
+def save_sentencepiece(tok, path) -> None:
+    """Write ``tok`` as a ``.model`` file that ``sentencepiece.SentencePieceProcessor`` loads."""
+    from .atomic import atomic_write
+
+    data = model_proto(tok)
+    with atomic_write(path) as f:
+        f.write(data)

@@ -199,23 +199,6 @@ def _last_merge(token: bytes, rank_of: dict, max_rank: int, max_len: int | None 
     return starts
 
 
-def whole_token_table(tokens: list[bytes]):
-    """``(whole_keys int64[cap], tok_off int64[n + 1], tok_data uint8[total])``: the tokens'
-    bytes end to end and a hash table from a token's bytes to its id
-    (``kernels.encode.build_whole_table``). Used by the ``ranks`` encoder and by merge
-    recovery."""
-    from ..kernels.encode import build_whole_table
-    from ..parallel import call_kernel
-
-    n = len(tokens)
-    lengths = np.fromiter(map(len, tokens), np.int64, n)
-    tok_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=tok_off[1:])
-    # A writable copy: the kernels then compile for one array type, not also a read-only one.
-    tok_data = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()
-    return call_kernel(build_whole_table, tok_off, tok_data, n), tok_off, tok_data
-
-
 def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
     """The merge (left rank, right rank) of every token of rank >= 256, in rank order.
 
@@ -224,6 +207,8 @@ def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
     """
     from ..kernels.recover import recover_last_merges
     from ..parallel import call_kernel
+
+    from ..model import whole_token_table
 
     whole_keys, tok_off, tok_data = whole_token_table(tokens)
     parts = call_kernel(recover_last_merges, tok_off, tok_data, whole_keys)[256:]
@@ -243,28 +228,29 @@ def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
     return parts
 
 
-def tokenizer_from_ranks(tokens: list[bytes], pattern, special_tokens=None, source=None,
-                         lines=None):
-    """A ``merge_mode="ranks"`` Tokenizer whose ids are the ranks of ``tokens``."""
-    from ..tokenizer import Tokenizer
+def ranks_spec(tokens: list[bytes], pattern, special_tokens=None, source=None,
+               lines=None) -> dict:
+    """The Tokenizer arguments (``merge_mode="ranks"``) whose ids are the ranks of ``tokens``:
+    merges recovered, every token checked to come back at its own rank."""
+    from ..model import MergeModel
 
     n = len(tokens)
     specials = _check_specials(special_tokens, n, source)
     merges = recover_merges(tokens, source, lines)
     byte_order = [tokens[r][0] for r in range(256)]
-    tok = Tokenizer(merges, pattern=pattern, special_tokens=specials, byte_order=byte_order,
-                    merge_mode="ranks", _source=source)
+    model = MergeModel(merges, [bytes([b]) for b in byte_order], "ranks", source)
     expected = np.arange(256, n, dtype=np.int32)
-    if tok.n_regular != n or not np.array_equal(tok.merge_ids, expected):
-        k = next((k for k in range(min(len(tok.merge_ids), n - 256))
-                  if tok.merge_ids[k] != 256 + k), 0)
+    if len(model.token_bytes) != n or not np.array_equal(model.merge_ids, expected):
+        k = next((k for k in range(min(len(model.merge_ids), n - 256))
+                  if model.merge_ids[k] != 256 + k), 0)
         raise ModelFormatError(
             f"the recovered merges do not give each token its rank: merge {k} makes id "
-            f"{int(tok.merge_ids[k]) if len(tok.merge_ids) else None}, expected {256 + k}",
+            f"{int(model.merge_ids[k]) if len(model.merge_ids) else None}, expected {256 + k}",
             source, f"line {lines[256 + k]}" if lines else f"rank {256 + k}")
-    if tok.vocab[:n] != tokens:  # cannot happen after the check above; cheap insurance
+    if model.token_bytes != tokens:  # cannot happen after the check above; cheap insurance
         raise ModelFormatError("the recovered merges do not rebuild the vocabulary", source)
-    return tok
+    return {"merges": merges, "pattern": pattern, "special_tokens": specials,
+            "byte_order": byte_order, "merge_mode": "ranks", "_source": source}
 
 
 def _check_specials(special_tokens, n_regular: int, source):
@@ -273,19 +259,19 @@ def _check_specials(special_tokens, n_regular: int, source):
     Explicit ids may leave gaps (cl100k_base's ``<|endofprompt|>`` is 100276, after
     100257..100260): any unused ids from ``n_regular`` on, as the Tokenizer allows.
     """
-    from ..tokenizer import _check_special_tokens
+    from ..specials import check_special_tokens
 
     if special_tokens is None:
         return {}
     try:
-        return _check_special_tokens(special_tokens, n_regular)
+        return check_special_tokens(special_tokens, n_regular)
     except ValueError as exc:
         raise ValueError(f"special_tokens for the {n_regular} ranks of {source or 'the file'}: "
                          f"{exc}") from None
 
 
-def load_tiktoken(path, pattern, special_tokens=None):
-    """Load a ``.tiktoken`` ranks file as a Tokenizer (``merge_mode="ranks"``).
+def load_tiktoken(path, pattern, special_tokens=None) -> dict:
+    """The Tokenizer arguments of a ``.tiktoken`` ranks file (``merge_mode="ranks"``).
 
     Parameters
     ----------
@@ -308,4 +294,4 @@ def load_tiktoken(path, pattern, special_tokens=None):
     with open(path, "rb") as f:
         data = f.read()
     tokens, lines = parse_ranks(data, path)
-    return tokenizer_from_ranks(tokens, pattern, special_tokens, path, lines)
+    return ranks_spec(tokens, pattern, special_tokens, path, lines)

@@ -8,7 +8,7 @@ Short pieces use a flat array (an O(n^2) scan that beats any heap for a handful 
 symbols). Pieces longer than ``long_piece`` units use linked lists, so a pathological
 piece (a megabyte of digits or spaces) is never O(n^2):
 
-* ``_merge_windowed`` cuts the piece into overlapping windows of ``SWEEP_WINDOW`` units
+* ``_merge_windowed`` cuts the piece into overlapping windows of ``sweep_window`` units
   that stay in cache and joins their encodings where they share a token (exact, see its
   docstring); each window is merged by the rank sweep (``_merge_sweep``): positions are
   queued per rank and each rank is merged in one pass, O(n log k) for k distinct ranks.
@@ -18,7 +18,7 @@ piece (a megabyte of digits or spaces) is never O(n^2):
   O(n log n); also the BPE-dropout path.
 
 Each block of documents keeps a small direct-mapped cache of the pieces (up to
-``CACHE_UNITS`` units) it has already encoded, keyed by a hash of the piece's units and
+``cache_units`` units) it has already encoded, keyed by a hash of the piece's units and
 holding copies of its units and ids (verified unit by unit on a hit), so repeated words
 cost one hash and one copy within a few hundred KB of cache.
 """
@@ -34,14 +34,8 @@ LOW32 = np.int64(0xFFFFFFFF)
 #: The sweep keeps positions and its up to 3 n list entries in int32: longer pieces (over
 #: 700 MB) take the heap path.
 SWEEP_MAX_UNITS = (2**31 - 1) // 3
-#: Long pieces are swept in windows of this many units (plus the overlap): about 40 bytes
-#: of scratch per unit, so a window's work stays in a 1 MiB L2 cache.
-SWEEP_WINDOW = 8192
 #: Overlap of consecutive windows, in units, where their encodings must meet.
 SWEEP_MARGIN = 256
-#: Longest piece (in units) the per-block piece cache keeps; longer pieces are rarely
-#: repeated and are merged each time.
-CACHE_UNITS = 24
 #: Pieces of up to this many bytes are looked up by their packed bytes in the short-piece
 #: tables: two int64 keys hold 7 + 8 bytes and the length.
 SHORT_BYTES = 15
@@ -698,7 +692,8 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 @njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, cache_bits, d0, d1, out, doc_counts):
+                  long_piece, sweep_ranks, cache_bits, sweep_window, cache_units, d0, d1, out,
+                  doc_counts):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
     use_whole = whole_keys.shape[0] > 0
     use_short = short_table.shape[0] > 0 and not dropout > 0.0
@@ -724,8 +719,8 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     c_hash = np.full(n_cache, EMPTY, dtype=np.int64)
     c_len = np.zeros(n_cache, dtype=np.int64)  # the cached piece's length in units
     c_nout = np.zeros(n_cache, dtype=np.int64)  # its number of ids
-    c_units = np.empty((n_cache, CACHE_UNITS), dtype=data.dtype)
-    c_ids = np.empty((n_cache, CACHE_UNITS), dtype=np.int32)
+    c_units = np.empty((n_cache, cache_units), dtype=data.dtype)
+    c_ids = np.empty((n_cache, cache_units), dtype=np.int32)
     head = np.empty(0, dtype=np.int32)  # the sweep's list heads, allocated on first use
     no_starts = np.empty(0, dtype=np.int32)
     for d in range(d0, d1):
@@ -773,7 +768,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     o += 1
                     continue
             slot = hash_slot(h) & cmask
-            cacheable = use_cache and n <= CACHE_UNITS
+            cacheable = use_cache and n <= cache_units
             if cacheable and c_hash[slot] == h and c_len[slot] == n:
                 same = True
                 for k in range(n):
@@ -794,7 +789,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
             elif sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
                 if head.shape[0] == 0:
                     head = np.full(sweep_ranks, -1, dtype=np.int32)
-                m = _merge_windowed(data, sym_map, s, n, keys, vals, head, SWEEP_WINDOW,
+                m = _merge_windowed(data, sym_map, s, n, keys, vals, head, sweep_window,
                                     SWEEP_MARGIN, out, o)
             else:
                 big = out[o:o + n]  # ids never outgrow the piece's units
@@ -820,7 +815,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                 sweep_ranks, cache_bits, n_blocks):
+                 sweep_ranks, cache_bits, sweep_window, cache_units, n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -863,6 +858,11 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         then go through ``_merge_windowed`` (0, a table without merges: the heap).
     cache_bits : int
         log2 of the per-block piece cache size.
+    sweep_window : int
+        Units per window of the rank sweep (must exceed ``SWEEP_MARGIN``): about 40 bytes
+        of scratch per unit; 8192 keeps a window's work in a 1 MiB L2 cache.
+    cache_units : int
+        Pieces of at most this many units are kept in the per-block cache.
     n_blocks : int
         Documents are split into this many contiguous blocks, encoded in parallel; each
         block writes only its own documents' slices of the output.
@@ -882,14 +882,15 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
                       vals, whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                      long_piece, sweep_ranks, cache_bits, d0, d1, out, doc_counts)
+                      long_piece, sweep_ranks, cache_bits, sweep_window, cache_units, d0, d1, out,
+                      doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
 def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                  sweep_ranks, cache_bits):
+                  sweep_ranks, cache_bits, sweep_window, cache_units):
     """``encode_batch`` on the calling thread only (no thread pool is started).
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
@@ -900,7 +901,8 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, cache_bits, 0, n_docs, out, doc_counts)
+                  long_piece, sweep_ranks, cache_bits, sweep_window, cache_units, 0, n_docs, out,
+                  doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 

@@ -1,0 +1,373 @@
+"""The one encode path every tokenizer takes: layout -> ``parallel.run_encode`` -> kernel.
+
+An :class:`Encoder` is assembled from a tokenizer's parts: the alphabet with its
+pre-tokenizer (``layout.ByteLevel``, ``layout.CharLevel`` or SentencePiece's), the
+normalizer, the special tokens, the model's kernel tables and an optional post step
+(SentencePiece: unknown characters to byte pieces). It encodes one text, lists of texts,
+Arrow string arrays (straight from their buffers when it can) and arbitrary bytes, always
+through :meth:`Encoder.run`, so threads, forked children and Ctrl-C behave the same for
+every preset (``parallel.py``).
+
+Arrow string arrays are read as bytes, and Arrow does not guarantee they hold UTF-8: a
+byte-level tokenizer without normalization encodes each row exactly as ``encode_bytes``
+encodes it, so invalid bytes are kept, not replaced. A tokenizer that needs the text
+(normalization, characters) raises InvalidUTF8Error naming the row and byte offset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import pretokenize
+from .errors import InvalidUTF8Error
+from .parallel import run_encode
+from .text import clean_text
+
+#: A single text longer than this (in UTF-8 bytes) is pre-tokenized and encoded this many
+#: bytes at a time (see Encoder.encode_huge).
+SEGMENT_BYTES = 2 << 20
+#: Texts of at most this many characters may be encoded from the piece memo (see
+#: ``Encoder.encode_short``): a kernel call's fixed cost is then paid once per new piece.
+SHORT_TEXT_CHARS = 256
+#: The piece memo is emptied when it holds this many pieces (bounded memory, ~200 B each).
+PIECE_MEMO_ENTRIES = 1 << 16
+
+
+class Encoder:
+    """Texts to ids for one tokenizer; see the module docstring.
+
+    ``tables()`` returns the model's ``model.KernelTables`` (built on first use); ``post``
+    maps the kernel's ``(ids, offsets)`` to the final ones (None: unchanged);
+    ``blocks_per_thread``: documents per parallel call are cut into this many blocks per
+    thread (more blocks balance uneven documents, fewer keep more of each block's cache).
+    """
+
+    def __init__(self, level, normalizer, specials, tables, vocab_size: int, post=None,
+                 blocks_per_thread: int = 8):
+        self.level = level
+        self.normalizer = normalizer
+        self.specials = specials
+        self.tables = tables
+        self.vocab_size = vocab_size
+        self.post = post
+        self.blocks_per_thread = blocks_per_thread
+        # Bytes straight from Arrow buffers, segmenting huge texts and the piece memo all
+        # need the units to be the text's own UTF-8 bytes, split by the scanner.
+        self.raw = level.kind == "bytes" and normalizer.identity
+        self.segmentable = self.raw and level.scanned()
+        self.memo = {} if self.segmentable else None  # piece (str) -> its ids
+        self._id_objects = None  # object array: the int of each id, shared by id lists
+
+    # ------------------------------------------------------------------ the kernel call
+    def run(self, layout, n_threads: int = 1, dropout: float = 0.0, seed: int = 0):
+        """``(ids int32[n], offsets int64[n_docs + 1])`` of a layout (see ``layout.py``)."""
+        from .kernels.encode import encode_batch, encode_serial
+
+        data, offsets, special, doc_pieces = layout
+        t = self.tables()
+        args = (data, self.level.sym_map, offsets, special, doc_pieces, *t.args(),
+                float(dropout), int(seed), *t.tail())
+        ids, doc_offsets = run_encode(encode_batch, encode_serial, n_threads,
+                                      len(doc_pieces) - 1, args, self.blocks_per_thread)
+        return (ids, doc_offsets) if self.post is None else self.post(ids, doc_offsets)
+
+    def layout(self, texts, allowed, disallowed, where=None, errors: str = "strict"):
+        return self.level.layout(texts, self.specials, allowed, disallowed, self.normalizer,
+                                 where, errors)
+
+    def encode_texts(self, texts, allowed, disallowed, n_threads=1, where=None, dropout=0.0,
+                     seed=0, errors: str = "strict"):
+        return self.run(self.layout(texts, allowed, disallowed, where, errors), n_threads,
+                        dropout, seed)
+
+    # ------------------------------------------------------------------ one text
+    def encode_short(self, text: str):
+        """The ids of a short text from the piece memo, or None (the caller encodes it).
+
+        A kernel call costs ~15 us whatever the text (argument checks of ~16 arrays, the
+        thread hop), which dominated ``encode("Hello world")``. Here the named pattern's
+        ``regex`` twin splits the text (the scanner is exactly ``regex.findall``, tested),
+        and each piece's ids come from a memo filled by the kernel itself, one call for
+        all the pieces of a text it has not seen (each piece a document of its own:
+        merging never crosses pieces, so a piece's ids do not depend on its context).
+        """
+        memo = self.memo
+        if memo is None or len(text) > SHORT_TEXT_CHARS:
+            return None
+        pieces = pretokenize.compiled_pattern(self.level.pattern).findall(text)
+        out = []
+        for piece in pieces:
+            ids = memo.get(piece)
+            if ids is None:
+                return self._memo_fill(pieces)
+            out += ids
+        return out
+
+    def _memo_fill(self, pieces: list[str]):
+        """Encode ``pieces`` (one kernel call), remember each one's ids; None for a text
+        with lone surrogates (the caller's path replaces them first)."""
+        try:
+            raw = [p.encode("utf-8") for p in pieces]
+        except UnicodeEncodeError:
+            return None
+        data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+        offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, raw), np.int64, len(raw)), out=offsets[1:])
+        docs = np.arange(len(raw) + 1, dtype=np.int64)  # a piece per document
+        ids, doc_offsets = self.run((data, offsets, np.zeros(0, dtype=np.int32), docs))
+        if len(self.memo) + len(pieces) > PIECE_MEMO_ENTRIES:
+            self.memo.clear()
+        bounds = doc_offsets.tolist()
+        ids = ids.tolist()
+        out = []
+        for k, piece in enumerate(pieces):
+            piece_ids = ids[bounds[k]:bounds[k + 1]]
+            self.memo[piece] = piece_ids
+            out += piece_ids
+        return out
+
+    def encode_one(self, text, allowed, disallowed, dropout=0.0, seed=0, keep=False) -> np.ndarray:
+        """The ids of one text as an int32 array.
+
+        The ids are a view of a buffer with a slot per byte (or symbol) of the text;
+        ``keep=True`` (the caller keeps the array) copies them out when they fill less
+        than half of it, so a kept array never holds more than twice its own size.
+        """
+        huge = self.encode_huge(text, allowed, disallowed) if dropout == 0 else None
+        if huge is not None:
+            ids, capacity = huge
+        else:
+            layout = self.layout([text], allowed, disallowed)
+            ids, _ = self.run(layout, dropout=dropout, seed=seed)
+            capacity = len(layout[0])
+        return ids.copy() if keep and 2 * len(ids) < capacity else ids
+
+    def encode_huge(self, text, allowed, disallowed, index=0, where=None):
+        """A text of more than ``SEGMENT_BYTES``, scanned and encoded a segment at a time
+        (the same ids): ``(int32 ids, length of the buffer they are a view of)``; None when
+        it is not that (or holds an allowed special token)."""
+        if not self.may_be_huge(text):
+            return None
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = clean_text(text)
+            raw = text.encode("utf-8")
+        if len(raw) <= SEGMENT_BYTES:
+            return None
+        disallowed_m = self.specials.matcher(disallowed)
+        if disallowed_m is not None and disallowed_m.maybe_in(text):
+            self.specials.check_disallowed(text, disallowed_m, index, where)
+        allowed_m = self.specials.matcher(allowed)
+        if allowed_m is not None and allowed_m.maybe_in(text):
+            return None
+        return self.encode_segmented(np.frombuffer(raw, dtype=np.uint8))
+
+    def may_be_huge(self, text) -> bool:
+        """Whether ``encode_huge`` may take ``text`` (a cheap test: a str of at least
+        ``SEGMENT_BYTES // 4`` characters, which UTF-8 makes at most 4x as many bytes)."""
+        return self.segmentable and isinstance(text, str) and len(text) >= SEGMENT_BYTES // 4
+
+    def encode_segmented(self, data: np.ndarray):
+        """The ids of one document's UTF-8 bytes (no special tokens), scanned and encoded
+        ``SEGMENT_BYTES`` at a time: ``(int32 ids, length of the buffer they view)``.
+
+        Why: arrays per byte and per piece of a 16 MiB text outgrow the allocator's reuse
+        (glibc maps anything over 32 MB afresh, and each new page faults); per segment,
+        the scratch memory is reused, so time and peak memory grow linearly.
+        """
+        from ._scanner import scan_prefix_offsets
+
+        no_special = np.zeros(0, dtype=np.int32)
+        # Ids never outnumber bytes; pages past the last id are never touched. One list at
+        # the end costs less than a list per segment joined (measured: 13% on 16 MiB).
+        ids = np.empty(len(data), dtype=np.int32)
+        n_ids = 0
+        start = 0
+        while start < len(data):
+            pieces, end = scan_prefix_offsets(data, start, start + SEGMENT_BYTES, self.level.pattern)
+            layout = (data[start:end], pieces - start, no_special,
+                      np.array([0, len(pieces) - 1], dtype=np.int64))
+            part = self.run(layout)[0]
+            ids[n_ids:n_ids + len(part)] = part
+            n_ids += len(part)
+            start = end
+        return ids[:n_ids], len(ids)
+
+    # ------------------------------------------------------------------ batches
+    def encode_list(self, texts: list, allowed, disallowed, n_threads: int) -> list[list[int]]:
+        """Ids of each document of a list, as lists.
+
+        Documents over SEGMENT_BYTES go alone through the segmented path (linear time,
+        bounded scratch memory); the runs of documents between them are encoded together,
+        in document order, so an error names the first bad document.
+        """
+        out = []
+        run_start = 0
+        huge_docs = [i for i, t in enumerate(texts) if self.may_be_huge(t)]
+        for index in huge_docs + [len(texts)]:
+            if index > run_start:
+                run = texts[run_start:index]
+                ids, offsets = self.encode_texts(run, allowed, disallowed, n_threads,
+                                                 ("document", run_start))
+                ids = self.shared_ints(ids)
+                out.extend(part.tolist() for part in np.split(ids, offsets[1:-1]))
+                run_start = index
+            if index < len(texts):
+                huge = self.encode_huge(texts[index], allowed, disallowed, index, ("document", 0))
+                if huge is not None:  # else it starts the next run
+                    out.append(self.id_list(huge[0]))
+                    run_start = index + 1
+        return out
+
+    def encode_arrow(self, array, allowed, disallowed, n_threads, row_base=0):
+        """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
+        import pyarrow as pa
+
+        from .io.arrow_text import string_chunks
+
+        # Chunk by chunk (each checked before it is read), not combine_chunks(): combining
+        # copies the whole text and would read a corrupt chunk's offsets unchecked.
+        parts, row = [], row_base
+        for chunk in string_chunks(array, row_base=row_base):
+            parts.append(self.encode_arrow_flat(chunk, allowed, disallowed, n_threads, row))
+            row += len(chunk)
+        ids, offsets, valid = join_flat(parts)
+        mask = None if valid.all() else pa.array(~valid)
+        if offsets[-1] >= 2**31:  # more ids than 32-bit list offsets can address
+            return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids), mask=mask)
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids),
+                                        mask=mask, type=pa.list_(pa.int32()))
+
+    def encode_arrow_flat(self, array, allowed, disallowed, n_threads, row_base=0,
+                          dropout=0.0, seed=0):
+        """``(ids int32[n], offsets int64[rows+1], valid bool[rows])`` of a string array.
+
+        Byte level without normalization reads the Arrow buffers directly: one
+        pre-tokenizer call and one kernel call, no per-row Python objects. Only rows that
+        may hold a special token (a vectorised substring test on the tokens' prefixes) are
+        looked at in Python: a disallowed one raises naming its row; when allowed ones
+        occur, the array takes the general path.
+        """
+        from .io.arrow_text import string_chunks, text_buffers
+
+        parts, row = [], row_base
+        for chunk in string_chunks(array, row_base=row_base):
+            data, doc_offsets, valid = text_buffers(chunk, row_base=row)
+            if self.raw and self._rows_plain(chunk, data, doc_offsets, allowed, disallowed, row):
+                ids, offsets = self.encode_rows(data, doc_offsets, n_threads, dropout, seed)
+            else:
+                texts = arrow_texts(chunk, data, doc_offsets, row, self.raw)
+                ids, offsets = self.encode_texts(
+                    texts, allowed, disallowed, n_threads, ("row", row), dropout, seed,
+                    errors="surrogateescape" if self.raw else "strict")
+            parts.append((ids, offsets, valid))
+            row += len(chunk)
+        return join_flat(parts)
+
+    def _rows_plain(self, array, data, doc_offsets, allowed, disallowed, row_base) -> bool:
+        """Whether no row holds an allowed special token (raising for a disallowed one)."""
+        candidates = self.specials.candidate_rows(array, allowed | disallowed)
+        allowed_m = self.specials.matcher(allowed)
+        disallowed_m = self.specials.matcher(disallowed)
+        plain = True
+        for row in candidates.tolist():
+            # The row's own bytes (Arrow does not guarantee UTF-8): surrogateescape keeps
+            # invalid bytes as lone surrogates, which no special token holds.
+            text = row_bytes(data, doc_offsets, row).decode("utf-8", "surrogateescape")
+            if disallowed_m is not None:
+                self.specials.check_disallowed(text, disallowed_m, row, ("row", row_base))
+            if allowed_m is not None and allowed_m.first(text) is not None:
+                plain = False
+        return plain
+
+    def encode_rows(self, data, doc_offsets, n_threads, dropout=0.0, seed=0):
+        """``(ids int32[n], offsets int64[rows + 1])`` of rows of UTF-8 bytes holding no
+        special token (byte level). Rows over ``SEGMENT_BYTES`` go alone through the
+        segmented path when it applies (the same ids, linear time and bounded scratch
+        memory); the runs of rows between them take one scanner and one kernel call each.
+        """
+        special = np.zeros(0, dtype=np.int32)  # no special token in these rows
+        lengths = np.diff(doc_offsets)
+        pattern = self.level.pattern
+        huge = (np.flatnonzero(lengths > SEGMENT_BYTES).tolist()
+                if dropout == 0 and self.segmentable else [])
+        if not huge:
+            pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, pattern)
+            return self.run((data, pieces, special, doc_pieces), n_threads, dropout, seed)
+        parts, counts = [], np.zeros(len(lengths), dtype=np.int64)
+        run_start = 0
+        for row in huge + [len(lengths)]:
+            if row > run_start:
+                lo, hi = doc_offsets[run_start], doc_offsets[row]
+                pieces, doc_pieces = pretokenize.piece_offsets(
+                    data[lo:hi], doc_offsets[run_start:row + 1] - lo, pattern)
+                ids, offsets = self.run((data[lo:hi], pieces, special, doc_pieces), n_threads)
+                parts.append(ids)
+                counts[run_start:row] = np.diff(offsets)
+            if row < len(lengths):
+                ids, _ = self.encode_segmented(data[doc_offsets[row]:doc_offsets[row + 1]])
+                parts.append(ids)
+                counts[row] = len(ids)
+            run_start = row + 1
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts), offsets
+
+    # ------------------------------------------------------------------ outputs
+    def id_list(self, ids: np.ndarray) -> list[int]:
+        """``ids.tolist()``, with one shared int object per id (see ``shared_ints``)."""
+        return self.shared_ints(ids).tolist()
+
+    def shared_ints(self, ids: np.ndarray) -> np.ndarray:
+        """``ids`` as an object array of one shared int per id: its ``tolist()`` copies
+        pointers instead of creating an int per token (a 4M-token list: 2x faster, half
+        the memory). Short arrays, and arrays of ids below 257 (Python's cached small
+        ints), are returned as they are."""
+        if len(ids) < 64 or ids.max() <= 256:
+            return ids
+        if self._id_objects is None:
+            self._id_objects = np.array(range(self.vocab_size), dtype=object)
+        return self._id_objects.take(ids)
+
+
+def row_bytes(data: np.ndarray, doc_offsets: np.ndarray, row: int) -> bytes:
+    return data[doc_offsets[row]:doc_offsets[row + 1]].tobytes()
+
+
+def arrow_texts(array, data, doc_offsets, row_base: int, raw: bool) -> list[str]:
+    """The rows of a string array as str (nulls as ""), for the per-row encoding path.
+
+    ``raw`` (byte level, no normalization): rows are decoded with ``surrogateescape``, so
+    that the layout (``errors="surrogateescape"``) encodes exactly their bytes, as
+    ``encode_bytes`` would. Otherwise the text itself is needed: a row that is not UTF-8
+    raises InvalidUTF8Error naming ``row_base + row`` and the byte offset, never a bare
+    UnicodeDecodeError.
+    """
+    n = len(doc_offsets) - 1
+    if raw:
+        return [row_bytes(data, doc_offsets, r).decode("utf-8", "surrogateescape")
+                for r in range(n)]
+    try:
+        return [t if t is not None else "" for t in array.to_pylist()]
+    except UnicodeDecodeError:
+        pass
+    for r in range(n):  # find the first bad row (nulls are empty in ``data``)
+        try:
+            row_bytes(data, doc_offsets, r).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidUTF8Error(row_base + r, exc.start, exc.reason) from None
+    raise AssertionError("to_pylist failed to decode, but every row is UTF-8")
+
+
+def join_flat(parts):
+    """Concatenate ``(ids, offsets, valid)`` triples of consecutive chunks into one."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, bool)
+    ids = np.concatenate([p[0] for p in parts])
+    valid = np.concatenate([p[2] for p in parts])
+    offsets = np.zeros(len(valid) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([np.diff(p[1]) for p in parts]), out=offsets[1:])
+    return ids, offsets, valid

@@ -1,0 +1,253 @@
+"""A merge model: the merge list, the vocabulary it derives, and the encoder's tables.
+
+Layout of the ids: the base symbols first (byte mode: ids 0..255; char mode: the alphabet
+in code-point order), then merge *k* produces the next free id, or reuses the id of a token
+with the same bytes (as Hugging Face ``tokenizers`` does).
+
+Two merge modes read the same vocabulary. ``pairs`` (ours, Hugging Face's): merge the
+adjacent pair with the lowest *merge* rank. ``ranks`` (tiktoken's): a piece that is a token
+is that token; otherwise merge the adjacent pair whose *concatenation* is the
+lowest-ranked token. The encoder only sees a hash table pair -> (rank, new id), built here
+for either mode, plus lookup tables that skip merging for common pieces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ModelFormatError
+from .parallel import call_kernel
+
+# Kernel modules are imported where they are used: importing them imports Numba, and
+# ``import fastbpe_nb`` imports neither Numba nor pyarrow.
+
+#: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
+LONG_PIECE = 48
+#: log2 of the per-block cache of encoded pieces.
+CACHE_BITS = 12
+#: Units per window of the rank sweep over a long piece (kernels.encode.SWEEP_WINDOW's reason).
+SWEEP_WINDOW = 8192
+#: Longest piece (in units) the per-block piece cache keeps; longer ones are rarely repeated.
+CACHE_UNITS = 24
+#: The encoder's tunables after the tables, in the kernels' argument order.
+TUNABLES = (CACHE_BITS, SWEEP_WINDOW, CACHE_UNITS)
+
+
+def merge_array(merges, source=None) -> np.ndarray:
+    """``merges`` as an int64 array of shape (n, 2), every id checked to be an integer.
+
+    Strict on purpose: a Python int or a NumPy integer only. A float (even ``97.0``), a
+    bool, a string of digits or a NumPy float array raises ModelFormatError naming
+    ``merges[i]`` (NumPy would silently truncate ``97.5`` to 97 and read ``"98"`` as 98).
+    Ids outside ``0 .. 2**31 - 1`` are named too (the exact "defined before use" check is
+    ``derive_vocab``'s).
+    """
+    if isinstance(merges, np.ndarray) and merges.dtype.kind in "iu":
+        arr = merges
+        if arr.size == 0:
+            arr = arr.reshape(-1, 2) if arr.ndim == 1 else arr
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ValueError(f"merges must have shape (n, 2), got {arr.shape}")
+        bad = (arr < 0) | (arr >= 2**31)
+        if bad.any():
+            k = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise ModelFormatError(f"merge {arr[k].tolist()} has an id outside 0..2**31-1",
+                                   source, f"merges[{k}]")
+        return arr.astype(np.int64)
+    if isinstance(merges, np.ndarray):
+        if merges.dtype.kind != "O":
+            if merges.size == 0:
+                return np.zeros((0, 2), dtype=np.int64)
+            raise ModelFormatError(f"merge ids must be integers, got a {merges.dtype} array",
+                                   source, "merges[0]")
+        merges = merges.tolist()
+    if isinstance(merges, (str, bytes)):
+        raise TypeError("merges must be a sequence of (left, right) id pairs, not a string")
+    rows = list(merges)
+    for k, m in enumerate(rows):
+        if isinstance(m, (str, bytes)) or not hasattr(m, "__len__") or len(m) != 2:
+            raise ModelFormatError(f"merges must have shape (n, 2): expected a (left, right) "
+                                   f"pair of integer ids, got {m!r:.60}", source, f"merges[{k}]")
+        for x in m:
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+                raise ModelFormatError(
+                    f"merge {tuple(m)!r:.60}: id {x!r:.30} is a {type(x).__name__}, not an "
+                    "integer (a Python int or a NumPy integer)", source, f"merges[{k}]")
+            if not 0 <= x < 2**31:
+                raise ModelFormatError(f"merge {tuple(m)!r:.60}: id {x} is outside 0..2**31-1",
+                                       source, f"merges[{k}]")
+    if not rows:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.array(rows, dtype=np.int64).reshape(-1, 2)
+
+
+def derive_vocab(merges: np.ndarray, base_bytes: list[bytes], source=None):
+    """Replay ``merges`` to derive the vocabulary, validating every id on the way.
+
+    Returns ``(merge_ids, token_bytes, units)``: the id each merge produces, the bytes of
+    every regular token, and each token's length in base units. Raises ModelFormatError
+    naming ``merges[k]`` for an id that is not defined when merge k is applied.
+    """
+    token_bytes = list(base_bytes)
+    units = [1] * len(token_bytes)
+    id_of = {b: i for i, b in enumerate(token_bytes)}
+    merge_ids = np.empty(len(merges), dtype=np.int32)
+    for k, (a, b) in enumerate(merges.tolist()):
+        n = len(token_bytes)
+        if not (0 <= a < n and 0 <= b < n):
+            bad = a if not 0 <= a < n else b
+            raise ModelFormatError(
+                f"merge ({a}, {b}) uses id {bad}, which is not defined before rank {k} "
+                f"(ids 0..{n - 1} exist at that point)",
+                source, f"merges[{k}]",
+            )
+        new = token_bytes[a] + token_bytes[b]
+        tid = id_of.get(new)
+        if tid is None:
+            tid = n
+            token_bytes.append(new)
+            units.append(units[a] + units[b])
+            id_of[new] = tid
+        merge_ids[k] = tid
+    return merge_ids, token_bytes, units
+
+
+def whole_token_table(tokens: list[bytes]):
+    """``(whole_keys int64[cap], tok_off int64[n + 1], tok_data uint8[total])``: the tokens'
+    bytes end to end and a hash table from a token's bytes to its id
+    (``kernels.encode.build_whole_table``). Used by the ``ranks`` encoder and by merge
+    recovery."""
+    n = len(tokens)
+    lengths = np.fromiter(map(len, tokens), np.int64, n)
+    tok_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=tok_off[1:])
+    # A writable copy: the kernels then compile for one array type, not also a read-only one.
+    tok_data = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()
+    from .kernels.encode import build_whole_table
+
+    return call_kernel(build_whole_table, tok_off, tok_data, n), tok_off, tok_data
+
+
+class KernelTables:
+    """What the encode kernels read besides the text: built on first use, never pickled.
+
+    ``merges`` / ``merge_ids`` are the pairs the rank table holds, in rank order; ``ranks``
+    (optional, int64) replaces the rank of each pair (SentencePiece: the dense rank of the
+    made piece's score); ``long_piece`` is 1 when equal ranks must be broken by position
+    (only the heap path does that).
+    """
+
+    def __init__(self, merges, merge_ids, whole=None, ranks=None, long_piece=LONG_PIECE,
+                 short_tokens=(), sym_map=None):
+        from .kernels.encode import build_byte_pairs, sweep_rank_count
+        from .kernels.hashing import build_rank_table
+
+        keys, vals = call_kernel(build_rank_table, np.ascontiguousarray(merges, dtype=np.int32),
+                                 np.ascontiguousarray(merge_ids, dtype=np.int32))
+        if ranks is not None:
+            occupied = keys != -1
+            r = vals[occupied] >> 32
+            vals[occupied] = (np.asarray(ranks, np.int64)[r] << 32) | (vals[occupied] & 0xFFFFFFFF)
+        self.keys, self.vals = keys, vals
+        self.long_piece = long_piece
+        self.sweep_ranks = 0 if long_piece == 1 else int(call_kernel(sweep_rank_count, keys, vals))
+        self.byte_pairs = call_kernel(build_byte_pairs, keys, vals)
+        empty8 = np.zeros(1, dtype=np.uint8)
+        self.whole = whole or (np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), empty8)
+        self.short = np.zeros(0, dtype=np.int64)
+        if short_tokens:
+            self.short = self._short_table(short_tokens, sym_map)
+
+    def args(self, short: bool = True) -> tuple:
+        """The kernel arguments from ``keys`` to ``cache_units`` (see kernels.encode)."""
+        short_table = self.short if short else np.zeros(0, dtype=np.int64)
+        return (self.keys, self.vals, *self.whole, short_table, self.byte_pairs)
+
+    def tail(self) -> tuple:
+        return (self.long_piece, self.sweep_ranks, *TUNABLES)
+
+    def _short_table(self, short_tokens, sym_map):
+        """Packed bytes -> packed ids of every token of 2..SHORT_BYTES bytes, each encoded as
+        a piece of its own by the encoder itself (one kernel call), so a hit gives what
+        merging gives, in either merge mode."""
+        from .kernels.encode import build_short_table, encode_serial
+
+        data = np.frombuffer(b"".join(short_tokens), dtype=np.uint8)
+        pieces = np.zeros(len(short_tokens) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, short_tokens), np.int64, len(short_tokens)), out=pieces[1:])
+        docs = np.arange(len(short_tokens) + 1, dtype=np.int64)  # a piece per document
+        ids, id_offsets = call_kernel(encode_serial, data, sym_map, pieces, np.zeros(0, np.int32),
+                                      docs, *self.args(short=False), 0.0, 0, *self.tail())
+        return call_kernel(build_short_table, data, pieces, ids, id_offsets)
+
+
+class MergeModel:
+    """Merges over base symbols (``base_bytes``: the bytes of each base id), in a mode.
+
+    ``mode``: ``"pairs"`` or ``"ranks"`` (see the module docstring). Attributes:
+    ``merges`` int32[n, 2] and ``merge_ids`` int32[n] (read-only), ``token_bytes`` (the bytes
+    of every regular id), ``n_base``.
+    """
+
+    def __init__(self, merges, base_bytes: list[bytes], mode: str = "pairs", source=None):
+        if mode not in ("pairs", "ranks"):
+            raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {mode!r}")
+        merges = merge_array(merges, source)
+        self.mode = mode
+        self.n_base = len(base_bytes)
+        merge_ids, self.token_bytes, _ = derive_vocab(merges, base_bytes, source)
+        self.merges = merges.astype(np.int32)
+        self.merges.setflags(write=False)
+        self.merge_ids = merge_ids
+        self.merge_ids.setflags(write=False)
+        self._tables = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_tables": None}  # rebuilt on demand
+
+    def tables(self, sym_map: np.ndarray, byte_level: bool, vocab_size: int) -> KernelTables:
+        """The encoder's tables (``byte_level``: with the short-piece table)."""
+        if self._tables is None:
+            whole = whole_token_table(self.token_bytes) if self.mode == "ranks" else None
+            merges, merge_ids = (self.merges, self.merge_ids) if self.mode == "pairs" \
+                else self.split_pairs(whole)
+            from .kernels.encode import SHORT_BYTES, SHORT_ID_BITS
+
+            short = []
+            if byte_level and vocab_size < 1 << SHORT_ID_BITS:
+                short = [t for t in self.token_bytes if 2 <= len(t) <= SHORT_BYTES]
+            self._tables = KernelTables(merges, merge_ids, whole, short_tokens=short,
+                                        sym_map=sym_map)
+        return self._tables
+
+    def split_pairs(self, whole=None):
+        """``ranks`` mode: (left, right) -> token for every two-token split, in token order.
+
+        The position in this list is the rank the kernel sees; it grows with the token id,
+        so the lowest rank is the lowest-ranked concatenation (tiktoken's rule). One kernel
+        call (``kernels.recover.split_pairs``); ``split_pairs_py`` is its specification.
+        """
+        from .kernels.recover import split_pairs
+
+        whole_keys, tok_off, tok_data = whole or whole_token_table(self.token_bytes)
+        lefts, rights, results = call_kernel(split_pairs, tok_off, tok_data, whole_keys,
+                                             int(self.n_base))
+        return np.stack([lefts, rights], axis=1).reshape(-1, 2), results
+
+    def split_pairs_py(self):
+        """The Python twin of ``split_pairs`` (the specification its tests compare with)."""
+        id_of = {b: i for i, b in enumerate(self.token_bytes)}
+        lefts, rights, results = [], [], []
+        for tid in range(self.n_base, len(self.token_bytes)):
+            data = self.token_bytes[tid]
+            for k in range(1, len(data)):
+                a = id_of.get(data[:k])
+                if a is None:
+                    continue
+                b = id_of.get(data[k:])
+                if b is not None:
+                    lefts.append(a)
+                    rights.append(b)
+                    results.append(tid)
+        merges = np.stack([np.asarray(lefts, np.int32), np.asarray(rights, np.int32)], axis=1)
+        return merges.reshape(-1, 2), np.asarray(results, dtype=np.int32)

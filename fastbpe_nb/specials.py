@@ -1,0 +1,138 @@
+"""Special tokens: their ids, tiktoken's allowed/disallowed policy, and finding them in text.
+
+A special token is a string with an id of its own after the regular tokens. In text it is
+recognised only where the caller allows it (``allowed_special``); by default its text
+raises DisallowedSpecialTokenError, and ``disallowed_special=()`` encodes it as plain
+text (tiktoken's policy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import pretokenize
+from .errors import DisallowedSpecialTokenError, ModelFormatError
+
+#: At most this many ids between the regular tokens and the largest special id may be
+#: unused (real vocabularies leave a few: cl100k's specials are 100257..100260 and 100276,
+#: after 100256 ranks); a far larger id is a typo that would inflate every table.
+MAX_UNUSED_IDS = 1 << 16
+
+
+def check_special_tokens(special_tokens, first_id: int, entry: str = "special_tokens",
+                          source=None) -> dict[str, int]:
+    """Normalise ``special_tokens`` (strings, or a {token: id} mapping) to {token: id}.
+
+    Strings are numbered from ``first_id`` (the number of regular tokens). Explicit ids may
+    be any unused ids from ``first_id`` on, gaps included (tiktoken's cl100k_base and
+    o200k_base have gaps): unique, not a regular token's id, below 2**31 (ids are int32),
+    and leaving at most ``MAX_UNUSED_IDS`` ids unused. Raises ValueError (ModelFormatError
+    naming ``source`` and ``entry`` when ``source`` is given, i.e. read from a file).
+    """
+    def fail(reason):
+        if source is not None:
+            raise ModelFormatError(reason, source, entry)
+        raise ValueError(reason)
+
+    if isinstance(special_tokens, str):
+        raise TypeError("special_tokens must be a sequence of strings or a {token: id} dict, not a str")
+    if isinstance(special_tokens, dict):
+        items = list(special_tokens.items())
+    else:
+        items = [(t, first_id + i) for i, t in enumerate(special_tokens)]
+    out: dict[str, int] = {}
+    ids = set()
+    for token, tid in items:
+        if not isinstance(token, str) or not token:
+            fail(f"special token {token!r}: must be a non-empty str")
+        if token in out:
+            fail(f"special token {token!r} is given twice")
+        if isinstance(tid, (bool, np.bool_)) or not isinstance(tid, (int, np.integer)):
+            fail(f"special token {token!r}: id {tid!r} is not an integer")
+        tid = int(tid)
+        if tid in ids:
+            fail(f"special token {token!r}: id {tid} is used twice")
+        if not first_id <= tid < 2**31:
+            where = (f"the id of a regular token (0..{first_id - 1})" if 0 <= tid < first_id
+                     else "negative" if tid < 0 else "not below 2**31 (ids are int32)")
+            fail(f"special token {token!r} has id {tid}, which is {where}; special token ids "
+                 f"must be >= {first_id}: right after the {first_id} regular tokens, or later "
+                 "(unused ids may be left between them)")
+        ids.add(tid)
+        out[token] = tid
+    if ids:
+        unused = max(ids) + 1 - first_id - len(ids)
+        if unused > MAX_UNUSED_IDS:
+            bad = max(out, key=out.get)
+            fail(f"special token {bad!r} has id {out[bad]}, which would leave {unused:,} ids "
+                 f"unused after the {first_id} regular tokens (at most {MAX_UNUSED_IDS:,} may "
+                 "be): a special token id must be close to the regular ones")
+    return out
+
+
+class SpecialTokens:
+    """The special tokens of a tokenizer (``ids``: {token: id}) and their matchers."""
+
+    def __init__(self, ids: dict[str, int]):
+        self.ids = ids
+        self.all = pretokenize.SpecialTokenMatcher(ids)
+        self._matchers = {}
+
+    def __getstate__(self):
+        return {"ids": self.ids}
+
+    def __setstate__(self, state):
+        self.__init__(state["ids"])
+
+    def sets(self, allowed_special, disallowed_special) -> tuple[frozenset, frozenset]:
+        """The allowed and disallowed tokens of an encode call (``"all"`` or names)."""
+        names = set(self.ids)
+        if allowed_special == "all":
+            allowed = names
+        else:
+            allowed = set(allowed_special)
+            unknown = allowed - names
+            if unknown:
+                raise ValueError(f"allowed_special names unregistered tokens: {sorted(unknown)[:5]}")
+        disallowed = names - allowed if disallowed_special == "all" else set(disallowed_special)
+        return frozenset(allowed), frozenset(disallowed)
+
+    def matcher(self, tokens: frozenset):
+        """A SpecialTokenMatcher of ``tokens`` (None when empty), cached for a few sets."""
+        if not tokens:
+            return None
+        matcher = self._matchers.get(tokens)
+        if matcher is None:
+            matcher = self.all if tokens == frozenset(self.ids) else pretokenize.SpecialTokenMatcher(tokens)
+            if len(self._matchers) < 32:
+                self._matchers[tokens] = matcher
+        return matcher
+
+    @staticmethod
+    def check_disallowed(text, disallowed_m, index=0, where=None):
+        """Raise DisallowedSpecialTokenError for the first disallowed token in ``text``.
+
+        ``where`` is None for a single text, else ``(label, base)``: the error then names
+        the ``label`` (document or row) ``base + index``.
+        """
+        hit = disallowed_m.first(text)
+        if hit is not None:
+            err = DisallowedSpecialTokenError(hit[1], hit[0])
+            if where is not None:
+                label, base = where
+                err.args = (f"{label} {base + index}: {err.args[0]}",)
+                setattr(err, label, base + index)
+            raise err
+
+    def candidate_rows(self, array, tokens: frozenset) -> np.ndarray:
+        """Rows of a pyarrow string array that may contain one of ``tokens`` (a superset;
+        empty when there are none): a vectorised substring test on the tokens' prefixes."""
+        if not tokens:
+            return np.zeros(0, dtype=np.int64)
+        import pyarrow.compute as pc
+
+        hit = None
+        for prefix in self.matcher(frozenset(tokens)).prefixes:
+            found = pc.fill_null(pc.match_substring(array, prefix), False)
+            hit = found if hit is None else pc.or_(hit, found)
+        return np.flatnonzero(hit.to_numpy(zero_copy_only=False))
