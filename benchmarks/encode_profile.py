@@ -213,7 +213,7 @@ class Profile:
         self.stages[stage] = self.stages.get(stage, 0.0) + seconds
 
     def classify(self, tok, data, pieces, doc_pieces, n_threads):
-        from fastbpe_nb.tokenizer import LONG_PIECE, CACHE_BITS
+        from fastbpe_nb.model import LONG_PIECE, CACHE_BITS
 
         whole_keys, tok_off, tok_data = tok._whole_table()
         cat, probes = classify_pieces(data, pieces, kernel_blocks(doc_pieces, n_threads),
@@ -233,7 +233,7 @@ def profile_text(tok, text: str, repeat: int) -> Profile:
     """A single text, ``encode_ordinary`` (1 thread), as ``_encode_array`` runs it."""
     from fastbpe_nb._scanner import scan_prefix_offsets
     from fastbpe_nb.pretokenize import piece_offsets
-    from fastbpe_nb.tokenizer import SEGMENT_BYTES
+    from fastbpe_nb.encoder import SEGMENT_BYTES
 
     prof = Profile()
     prof.add("total", median_time(lambda: tok.encode_ordinary(text), repeat)[0])

@@ -25,7 +25,7 @@ from .text import clean_text
 
 #: A single text longer than this (in UTF-8 bytes) is pre-tokenized and encoded this many
 #: bytes at a time (see Encoder.encode_huge).
-SEGMENT_BYTES = 2 << 20
+SEGMENT_BYTES = 2 << 20  # (the layers branch moves the definition to _scanner)
 #: Texts of at most this many characters may be encoded from the piece memo (see
 #: ``Encoder.encode_short``): a kernel call's fixed cost is then paid once per new piece.
 SHORT_TEXT_CHARS = 256

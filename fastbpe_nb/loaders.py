@@ -39,16 +39,15 @@ def build(spec: dict, model_file: bool = False) -> Tokenizer:
 
 
 def load(path) -> Tokenizer:
-    """Load a tokenizer file: our model JSON (``Tokenizer.save``), a SentencePiece
-    ``.model``, or a Hugging Face ``tokenizer.json`` / ``vocab.json`` (or a folder holding
-    one). A ``.tiktoken`` file does not record its pattern: use ``from_tiktoken``.
+    """Load a tokenizer file: our model JSON (``Tokenizer.save``, every preset) or a
+    SentencePiece ``.model``. Other formats are named with their loader in the error: a
+    Hugging Face ``tokenizer.json`` (``from_huggingface``), a ``.tiktoken`` file, which does
+    not record its pattern (``from_tiktoken``).
 
     Raises ModelFormatError naming the file (and the entry) when it is not valid, or names
     the right loader when the file is another format.
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
-        return from_huggingface(path)
     with open(path, "rb") as f:
         head = f.read(64)
     if path.endswith(".tiktoken") or path.endswith(".tiktoken.gz"):
@@ -57,7 +56,9 @@ def load(path) -> Tokenizer:
     if path.endswith(".model"):
         return from_sentencepiece(path)
     if head.lstrip().startswith(b"{") and not _is_ours(path):
-        return from_huggingface(path)
+        raise ModelFormatError("not a fastbpe_nb model file: this looks like a Hugging Face "
+                               "tokenizer.json / vocab.json; load it with "
+                               "fb.from_huggingface(path)", path, "format")
     return build(read_model(path), model_file=True)  # the model reader names any problem
 
 

@@ -525,7 +525,7 @@ def test_unwritable_output_fails_before_the_work(tok, tmp_path, monkeypatch, cap
     model = tmp_path / "m.json"
     tok.save(model)
     monkeypatch.setattr(trainer, "count_files", never)
-    monkeypatch.setattr(tokenizer.Tokenizer, "_encode_arrow_flat", never)
+    monkeypatch.setattr(tokenizer.Tokenizer, "encode_batch_flat", never)
     cases = [("train", corpus, "-o", "{}/model.json"), ("count", corpus, "-o", "{}/counts.arrow"),
              ("encode", "--model", model, tmp_path / "in.parquet", "-o", "{}/out")]
     missing = tmp_path / "missing" / "deeper"
@@ -575,13 +575,13 @@ def test_small_row_groups_are_gathered_into_few_encoder_calls(tok, tmp_path, mon
     write(tmp_path / "in.parquet", docs, row_group_size=10)
     assert pq.ParquetFile(tmp_path / "in.parquet").metadata.num_row_groups == 120
     calls = []
-    real = type(tok)._encode_arrow_flat
+    real = type(tok).encode_batch_flat
 
     def counting(self, col, *a, **k):
         calls.append(len(col))
         return real(self, col, *a, **k)
 
-    monkeypatch.setattr(type(tok), "_encode_arrow_flat", counting)
+    monkeypatch.setattr(type(tok), "encode_batch_flat", counting)
     rep = fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o", special="text")
     assert calls == [1200] and rep["encoder_calls"] == 1
     assert ids_of(tmp_path / "o" / "in.parquet") == [tok.encode_ordinary(d) for d in docs]

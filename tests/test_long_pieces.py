@@ -216,12 +216,13 @@ def test_tokenizer_long_pieces_end_to_end():
     n = 3 * (SWEEP_WINDOW + SWEEP_MARGIN) + 17
     texts = ["".join(rng.choices("0123456789", k=n)), " " * n + "x",
              "".join(rng.choices("abcde", k=n)), "ab" * n]
-    keys, vals = tok._rank_table()
+    tables = tok._tables()
+    keys, vals = tables.keys, tables.vals
     for text in texts:
         ids = tok.encode(text)
         assert tok.decode(ids) == text
         for piece in fb.pretokenize.split(text, "gpt2"):
-            base = tok._sym_map[np.frombuffer(piece.encode(), np.uint8)].astype(np.int32)
+            base = tok.level.sym_map[np.frombuffer(piece.encode(), np.uint8)].astype(np.int32)
             heap = base.copy()
             m = _merge_long(heap, len(base), keys, vals, 0.0, np.ones(1, np.int64), heap[:0])
             assert tok.encode(piece) == heap[:m].tolist()
@@ -240,9 +241,10 @@ def test_ranks_mode_tables_sweep_like_the_heap(tmp_path):
     tok.to_tiktoken(path)
     ranked = fb.from_tiktoken(path, pattern="gpt2")
     assert ranked.merge_mode == "ranks"
-    keys, vals = ranked._rank_table()
+    tables = ranked._tables()
+    keys, vals = tables.keys, tables.vals
     for text in ["".join(rng.choices("ab", k=700)), "".join(rng.choices("xyz", k=900)), "a" * 999]:
-        symbols = ranked._sym_map[np.frombuffer(text.encode(), np.uint8)].astype(np.int32)
+        symbols = ranked.level.sym_map[np.frombuffer(text.encode(), np.uint8)].astype(np.int32)
         results, _ = run_all(symbols, keys, vals, 7, 3)
         assert results[0] == results[2] and results[1] in (None, results[0])
         assert ranked.encode(text) == tok.encode(text)
@@ -253,7 +255,7 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
     # Texts over SEGMENT_BYTES are scanned and encoded a segment at a time; with 64-byte
     # segments every piece kind crosses a segment limit, including pieces longer than a
     # segment. The ids must be those of the one-shot path, for every entry point.
-    import fastbpe_nb.tokenizer as tk
+    import fastbpe_nb.encoder as tk
 
     rng = random.Random(3)
     corpus = ["".join(rng.choices("ab cd\n12'  .", k=80)) for _ in range(60)]
@@ -262,11 +264,11 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
              "x" * 500 + " " * 300 + "7" * 400 + "\n" * 200,
              "ab" * 700 + "<|s|" + "a" * 90,
              "ab \ud800 cd " * 100]  # lone surrogates: U+FFFD, as everywhere
-    one_shot = [tok._id_list(tok._run(tok._layout([t], frozenset(), frozenset()))[0]) for t in texts]
-    assert tok._encode_huge(texts[0], frozenset(), frozenset()) is None  # under 2 MiB
+    one_shot = [tok._encoder.id_list(tok._encoder.encode_texts([t], frozenset(), frozenset())[0]) for t in texts]
+    assert tok._encoder.encode_huge(texts[0], frozenset(), frozenset()) is None  # under 2 MiB
     monkeypatch.setattr(tk, "SEGMENT_BYTES", 64)
     for text, expected in zip(texts, one_shot):
-        huge, capacity = tok._encode_huge(text, frozenset(), frozenset())
+        huge, capacity = tok._encoder.encode_huge(text, frozenset(), frozenset())
         assert capacity == len(text.encode("utf-8", "surrogatepass")) and huge.dtype == np.int32 and huge.tolist() == expected
         assert tok.encode_ordinary(text) == expected
         assert tok.encode(text) == expected
@@ -276,7 +278,7 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
     with pytest.raises(fb.DisallowedSpecialTokenError):
         tok.encode(texts[2] + "<|s|>")
     special = texts[2] + "<|s|>"
-    assert tok._encode_huge(special, frozenset({"<|s|>"}), frozenset()) is None
+    assert tok._encoder.encode_huge(special, frozenset({"<|s|>"}), frozenset()) is None
     assert tok.encode(special, allowed_special="all")[-1] == tok.special_tokens["<|s|>"]
     assert tok.encode_to_numpy(special, allowed_special="all").tolist() == tok.encode(
         special, allowed_special="all")
@@ -293,7 +295,7 @@ def test_batches_encode_huge_documents_in_segments_with_the_same_ids(monkeypatch
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    import fastbpe_nb.tokenizer as tk
+    import fastbpe_nb.encoder as tk
 
     rng = random.Random(5)
     corpus = ["".join(rng.choices("ab cd\n12'  .", k=80)) for _ in range(60)]
@@ -301,9 +303,9 @@ def test_batches_encode_huge_documents_in_segments_with_the_same_ids(monkeypatch
     small = ["", "ab cd", "12 . x", "é中 ab"]
     big = ["".join(rng.choices("ab cd\n12'  .é中", k=400)), "x" * 300 + " " * 200 + "7" * 100]
     docs = [big[0], small[1], small[0], big[1], big[1], small[2], small[3], big[0]]
-    one_shot = [tok._id_list(tok._run(tok._layout([t], frozenset(), frozenset()))[0]) for t in docs]
+    one_shot = [tok._encoder.id_list(tok._encoder.encode_texts([t], frozenset(), frozenset())[0]) for t in docs]
     monkeypatch.setattr(tk, "SEGMENT_BYTES", 64)
-    assert tok._huge_documents(docs) == [0, 3, 4, 7]
+    assert [i for i, d in enumerate(docs) if tok._encoder.may_be_huge(d)] == [0, 3, 4, 7]
     for batch in (docs, docs[1:3], docs[:1], docs[3:5] + docs[:2], []):
         expected = [one_shot[docs.index(t)] for t in batch]
         assert tok.encode_batch(batch, num_threads=2) == expected
@@ -312,8 +314,8 @@ def test_batches_encode_huge_documents_in_segments_with_the_same_ids(monkeypatch
         assert tok.count_tokens(arrow).tolist() == [len(e) for e in expected] + [0]
     # The huge rows really took the segmented path (and the small ones did not).
     seen = []
-    real = tk.Tokenizer._encode_segmented
-    monkeypatch.setattr(tk.Tokenizer, "_encode_segmented",
+    real = tk.Encoder.encode_segmented
+    monkeypatch.setattr(tk.Encoder, "encode_segmented",
                         lambda self, data: seen.append(len(data)) or real(self, data))
     src = tmp_path / "in.parquet"
     pq.write_table(pa.table({"text": pa.array(docs, pa.string())}), src)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
-from fastbpe_nb.tokenizer import LONG_PIECE
+from fastbpe_nb.model import LONG_PIECE
 
 from fbtest import NOJIT
 

@@ -44,12 +44,13 @@ def _merges_over_bytes(raw, alphabet=b"abc "):
 
 
 def _without_short_table(tok, text):
-    saved = tok._short
-    tok._short = np.zeros(0, dtype=np.int64)
+    tables = tok._tables()
+    saved = tables.short
+    tables.short = np.zeros(0, dtype=np.int64)
     try:
         return tok.encode_ordinary(text)
     finally:
-        tok._short = saved
+        tables.short = saved
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -71,7 +72,7 @@ def test_a_token_its_own_bytes_do_not_make():
     # "bc" outranks "ab", so the piece "abc" is a + bc, never the token abc = ab + c.
     tok = fb.Tokenizer(merges=[(b, c), (a, b), (257, c)], pattern="gpt2")
     assert tok.vocab[258] == b"abc"
-    table = tok._short_table()
+    table = tok._tables().short
     assert table.size and (table[::3] >= 0).sum() == 3  # bc, ab and abc are all there
     assert tok.encode("abc abc") == [a, 256, 32, a, 256]
     assert tok.encode("ab") == [257]
@@ -117,7 +118,7 @@ def test_ranks_mode_matches_tiktoken(tmp_path, raw, docs):
 def test_short_table_holds_every_short_token_of_a_trained_model():
     docs = ["the cat sat on the mat, naïve café 東京 2024 " * 3, "abc abd abe " * 5]
     tok = fb.train(docs, vocab_size=330)
-    table = tok._short_table()
+    table = tok._tables().short
     short = [t for t in tok.vocab[256:tok.n_regular] if 2 <= len(t) <= SHORT_BYTES]
     assert int((table[::3] >= 0).sum()) == len(short)
     whole_pieces = 0
@@ -131,7 +132,7 @@ def test_short_table_holds_every_short_token_of_a_trained_model():
 
 def test_char_mode_and_dropout_do_without_it():
     tok = fb.train(["ab ab abc"] * 5, vocab_size=12, base="chars", end_of_word="</w>")
-    assert tok._short_table().size == 0
+    assert tok._tables().short.size == 0
     bt = fb.train(["ab ab abc"] * 5, vocab_size=260)
     ids = bt.encode("ab abc", dropout=1.0, seed=1)  # every merge skipped: the bytes
     assert ids == list(b"ab abc")
@@ -152,7 +153,7 @@ def test_short_texts_from_the_piece_memo_equal_the_kernels(texts_, pattern):
     model = ref.train(docs, vocab_size=290, pattern=pattern, special_tokens=["<|endoftext|>"])
     for _ in range(2):  # the second time every piece comes from the memo
         for text in texts_:
-            slow = tok._encode_array(text, frozenset(), frozenset()).tolist()
+            slow = tok._encoder.encode_one(text, frozenset(), frozenset()).tolist()
             assert tok.encode_ordinary(text) == slow
             clean = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
             assert slow == ref.encode(clean, model, allowed_special=())
@@ -163,22 +164,22 @@ def test_short_texts_from_the_piece_memo_equal_the_kernels(texts_, pattern):
                 assert tok.encode(text) == slow
             assert tok.encode(text, disallowed_special=()) == slow
     if any(t and "\ud800" not in t for t in texts_):  # the memo really served them
-        assert len(tok._piece_memo) > 0
+        assert len(tok._encoder.memo) > 0
 
 
 def test_piece_memo_is_bounded_and_not_pickled(monkeypatch):
     import pickle
 
-    import fastbpe_nb.tokenizer as tokenizer
+    import fastbpe_nb.encoder as encoder
 
-    monkeypatch.setattr(tokenizer, "PIECE_MEMO_ENTRIES", 50)
+    monkeypatch.setattr(encoder, "PIECE_MEMO_ENTRIES", 50)
     tok = fb.train(["the cat sat on the mat"] * 3, vocab_size=270)
     for k in range(200):
         text = f"w{k} x{k * 7} the cat"
-        assert tok.encode(text) == tok._encode_array(text, frozenset(), frozenset()).tolist()
-        assert len(tok._piece_memo) <= 50
+        assert tok.encode(text) == tok._encoder.encode_one(text, frozenset(), frozenset()).tolist()
+        assert len(tok._encoder.memo) <= 50
     again = pickle.loads(pickle.dumps(tok))
-    assert again._piece_memo == {} and again.encode("the cat") == tok.encode("the cat")
+    assert again._encoder.memo == {} and again.encode("the cat") == tok.encode("the cat")
 
 
 # ----------------------------------------- ranks mode: the split-pair table in one kernel
@@ -199,7 +200,7 @@ def test_split_pairs_kernel_equals_its_python_twin(tmp_path, raw):
         tok = fb.from_tiktoken(_ranks_file(tmp_path, tokens), pattern="gpt2")
     except ModelFormatError:
         assume(False)
-    got, want = tok._split_pairs(), tok._split_pairs_py()
+    got, want = tok.model.split_pairs(), tok.model.split_pairs_py()
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
@@ -215,7 +216,7 @@ def test_split_pairs_kernel_on_a_real_vocabulary(tmp_path):
     ranks = tmp_path / "cl100k_base.tiktoken"
     ranks.write_bytes(gzip.decompress(open(path, "rb").read()))
     tok = fb.from_tiktoken(ranks, pattern="cl100k")
-    got, want = tok._split_pairs(), tok._split_pairs_py()
+    got, want = tok.model.split_pairs(), tok.model.split_pairs_py()
     assert len(want[1]) > 200_000
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
@@ -224,9 +225,11 @@ def test_split_pairs_kernel_on_a_real_vocabulary(tmp_path):
 def test_a_tokenizer_pickled_before_the_short_tables_still_encodes():
     tok = fb.train(["the cat sat on the mat, naïve café"] * 3, vocab_size=280)
     want = tok.encode_batch(["the cat", "naïve café sat"]) + [tok.encode("the mat")]
-    state = tok.__getstate__()
-    for name in ("_short", "_pairs0", "_piece_memo"):  # what an earlier version lacked
-        del state[name]
+    # The attributes an earlier version pickled (before the tokenizer was built of parts).
+    state = {"base": "bytes", "pattern": tok.pattern, "merges": tok.merges,
+             "special_tokens": tok.special_tokens, "alphabet": None, "end_of_word": None,
+             "byte_order": None, "merge_mode": "pairs", "normalization": None,
+             "tie_break": tok.tie_break, "merge_counts": None, "_rank_keys": None}
     old = fb.Tokenizer.__new__(fb.Tokenizer)
     old.__setstate__(state)
     assert old.encode_batch(["the cat", "naïve café sat"]) + [old.encode("the mat")] == want

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import fastbpe_nb as fb
 from fastbpe_nb.io import tiktoken_format as tf
 from fastbpe_nb.kernels.recover import FLAT_BYTES, recover_last_merges
+from fastbpe_nb.model import whole_token_table
 
 from fbtest import NOJIT
 
@@ -24,7 +25,7 @@ BYTES = [bytes([b]) for b in range(256)]
 
 
 def kernel_parts(tokens):
-    whole_keys, tok_off, tok_data = tf.whole_token_table(tokens)
+    whole_keys, tok_off, tok_data = whole_token_table(tokens)
     return recover_last_merges(tok_off, tok_data, whole_keys)
 
 

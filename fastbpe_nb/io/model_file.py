@@ -143,6 +143,10 @@ def parse_model(text_bytes: bytes, source=None) -> dict:
             source, "version")
     if doc.get("base") == "pieces":
         return _parse_pieces(doc, source)
+    if version != 1:
+        raise ModelFormatError(f"version {version} is for SentencePiece-style models (base "
+                               f"'pieces'); a {doc.get('base')!r} model is version 1", source,
+                               "version")
     unknown = sorted(set(doc) - set(_KEYS))
     if unknown:
         raise ModelFormatError(f"unknown key {unknown[0]!r}", source, unknown[0])

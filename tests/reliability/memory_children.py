@@ -172,13 +172,13 @@ def truncate_while_reading(path: str, entry: str, workdir: str, marker: str | No
 
     tok = fb.train(["hello world"] * 10, vocab_size=270)
     if entry == "encode":
-        real = Tokenizer._encode_arrow_flat
+        real = Tokenizer.encode_batch_flat
 
         def hooked(self, *args, **kwargs):
             cut()
             return real(self, *args, **kwargs)
 
-        Tokenizer._encode_arrow_flat = hooked
+        Tokenizer.encode_batch_flat = hooked
         return outcome(lambda: fb.encode_parquet(tok, path, os.path.join(workdir, "out"))["rows"])
     real_add = counting.WordCounter.add_batch
 

@@ -263,7 +263,7 @@ def test_word_table_matches_the_per_word_layout():
     """word_table (joined once, no per-word objects) == the per-word layout it replaced."""
     import numpy as np
 
-    from fastbpe_nb.tokenizer import clean_text
+    from fastbpe_nb.text import clean_text
     from fastbpe_nb.trainer import word_table
 
     def per_word(words):
