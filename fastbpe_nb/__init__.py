@@ -32,7 +32,7 @@ from .sentencepiece_style import SentencePieceBPE, from_sentencepiece, to_senten
 from .sentencepiece_train import train_sentencepiece
 from .tokenizer import StreamDecoder, Tokenizer
 from .errors import MemoryBudgetError
-from .trainer import count_to_file, train, train_files
+from .training import count_to_file, train, train_files
 
 __version__ = "0.1.0"
 
