@@ -32,7 +32,8 @@ import regex
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from fastbpe_nb._scanner import NAMED_PATTERNS, class_table, scan_offsets  # noqa: E402
+from fastbpe_nb._scanner import class_table, scan_offsets  # noqa: E402
+from fastbpe_nb.pretokenize import NAMED_PATTERNS  # noqa: E402
 
 CORPORA = REPO.parent / "shared" / "corpora"
 

@@ -4,7 +4,7 @@ Writes a corpus of N random 4-12 letter words (nearly all distinct, so the word 
 as large as the corpus: the hard case), then runs the phases of ``train_files`` one by one
 in this process, resetting the peak RSS (VmHWM, Linux) before each, and prints what each
 added at its peak, per word-table symbol and per unique word, beside
-``trainer.PHASE_BYTES``. The figures in PHASE_BYTES' comment come from this script.
+``merge_loop.PHASE_BYTES``. The figures in PHASE_BYTES' comment come from this script.
 
     python benchmarks/train_memory_phases.py --words 1000000 --vocab-size 5000
 """
@@ -43,13 +43,14 @@ def main(argv=None):
     args = p.parse_args(argv)
     from memory_children import unique_words_corpus
 
-    from fastbpe_nb import trainer
+    from fastbpe_nb import training
+    from fastbpe_nb.merge_loop import phase_bytes
 
     folder = tempfile.mkdtemp()
     path = os.path.join(folder, "unique.txt")
     unique_words_corpus(path, args.words)
     # Load the kernels first (their compilation is not a phase of training).
-    trainer.train(["warm up the kernels"] * 3, vocab_size=260)
+    training.train(["warm up the kernels"] * 3, vocab_size=260)
     rows = []
 
     def phase(name, fn, estimate=None):
@@ -60,17 +61,17 @@ def main(argv=None):
         rows.append((name, status("VmHWM") - before, time.perf_counter() - t0, estimate))
         return out
 
-    counter, _ = phase("counting", lambda: trainer.count_files([path], pattern="gpt2"))
+    counter, _ = phase("counting", lambda: training.count_files([path], pattern="gpt2"))
     word_bytes, offsets, counts = phase("word table", counter.table, counter.table_bytes())
     del counter
     n_sym, n_words = int(offsets[-1]), len(counts)
     symbols = phase("int32 symbols", lambda: word_bytes.astype(np.int32),
-                    trainer.phase_bytes("int32 symbols", n_sym, n_words))
+                    phase_bytes("int32 symbols", n_sym, n_words))
     del word_bytes
-    opts = trainer.TrainOptions.make(args.vocab_size)
+    opts = training.TrainOptions.make(args.vocab_size)
     report = {}
-    phase("merging", lambda: trainer.train_from_table(symbols, offsets, counts, None, opts, report),
-          trainer.phase_bytes("merge setup", n_sym, n_words))
+    phase("merging", lambda: training.train_from_table(symbols, offsets, counts, None, opts, report),
+          phase_bytes("merge setup", n_sym, n_words))
     print(f"{n_words:,} unique words, {n_sym:,} symbols ({n_sym / n_words:.1f} B/word), "
           f"{report['merges']:,} merges")
     print(f"{'phase':<14} {'peak +MiB':>10} {'B/symbol':>9} {'B/word':>8} {'seconds':>8}  estimate")

@@ -37,7 +37,7 @@ from .sentencepiece_train import train_sentencepiece
 from .decoder import StreamDecoder
 from .tokenizer import Tokenizer
 from .errors import MemoryBudgetError
-from .trainer import count_to_file, train, train_files
+from .training import count_to_file, train, train_files
 
 __version__ = "0.1.0"
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-# The exact pattern strings whose ``regex.findall`` boundaries the kernel reproduces.
-from fastbpe_nb.pretokenize import NAMED_PATTERNS  # noqa: E402,F401
-
-# Must agree with PATTERN_* in fastbpe_nb.kernels.scan.
+# Must agree with PATTERN_* in fastbpe_nb.kernels.scan; the pattern strings whose
+# ``regex.findall`` boundaries the kernel reproduces are pretokenize.NAMED_PATTERNS (which
+# calls this module: this one does not import it back).
 PATTERN_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2}
+#: A single text longer than this (in UTF-8 bytes) is scanned this many bytes at a time
+#: (``scan_prefix_offsets``): the per-piece arrays of one call stay small.
+SEGMENT_BYTES = 2 << 20
 
 _class_table = None
 
@@ -94,22 +96,24 @@ def scan_offsets(data, doc_offsets, name: str) -> tuple[np.ndarray, np.ndarray]:
     data_array = _as_bytes_array(data)
     offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
     stage1, stage2 = class_table()
-    from fastbpe_nb.kernels.scan import scan_batch
+    from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_batch
     from fastbpe_nb.parallel import call_kernel
 
-    return call_kernel(scan_batch, data_array, offsets, pattern_id, stage1, stage2)
+    return call_kernel(scan_batch, data_array, offsets, pattern_id, stage1, stage2,
+                       WINDOW_BYTES, STREAM_BYTES)
 
 
 def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str):
     """``(piece_offsets, next_start)``: the pieces of the one document ``data`` (uint8,
     C-contiguous) from piece start ``start`` until one ends at or after ``limit``; the
     same pieces as ``scan_offsets`` of the whole document (see ``kernels.scan.scan_prefix``)."""
-    from fastbpe_nb.kernels.scan import scan_prefix
+    from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_prefix
     from fastbpe_nb.parallel import call_kernel
 
     stage1, stage2 = class_table()
     offsets, next_start = call_kernel(scan_prefix, data, int(start), len(data), int(limit),
-                                      PATTERN_IDS[name], stage1, stage2)
+                                      PATTERN_IDS[name], stage1, stage2, WINDOW_BYTES,
+                                      STREAM_BYTES)
     return offsets, int(next_start)
 
 

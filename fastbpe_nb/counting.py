@@ -102,8 +102,7 @@ class WordCounter:
         counted ``SEGMENT_BYTES`` at a time (the scanner resumes at a piece: the same
         pieces, in the same order), the runs of documents between them as one batch. The
         per-piece arrays of one call then stay small (a 300 MiB row took 5.5x its size)."""
-        from ._scanner import scan_prefix_offsets
-        from .encoder import SEGMENT_BYTES
+        from ._scanner import SEGMENT_BYTES, scan_prefix_offsets
 
         run_start = 0
         for d in np.flatnonzero(lengths > HUGE_DOC_BYTES).tolist() + [len(lengths)]:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import pretokenize
+# A single text longer than SEGMENT_BYTES (UTF-8 bytes) is pre-tokenized and encoded this
+# many bytes at a time (see Encoder.encode_huge); tests patch it here.
+from ._scanner import SEGMENT_BYTES
 from .errors import InvalidUTF8Error
 from .parallel import run_encode
 from .text import clean_text
 
-#: A single text longer than this (in UTF-8 bytes) is pre-tokenized and encoded this many
-#: bytes at a time (see Encoder.encode_huge).
-SEGMENT_BYTES = 2 << 20  # (the layers branch moves the definition to _scanner)
 #: Texts of at most this many characters may be encoded from the piece memo (see
 #: ``Encoder.encode_short``): a kernel call's fixed cost is then paid once per new piece.
 SHORT_TEXT_CHARS = 256

@@ -15,9 +15,11 @@ import numpy as np
 
 from .errors import TrainingError
 from .io.sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED
+from .merge_loop import TIE_RULES, run_merge_kernel
 from .sentencepiece_parts import WS, SentencePieceNormalizer, _byte_piece, check_str
 from .sentencepiece_style import sentencepiece_tokenizer
 from .tokenizer import Tokenizer
+from .word_table import word_table
 
 _DIGITS = re.compile(r"[0-9]|[^0-9]+")
 _WORDS = re.compile(WS + "[^" + WS + "]*|[^" + WS + "]+")
@@ -39,9 +41,6 @@ def train_sentencepiece(texts, vocab_size, *, byte_fallback=True, split_digits=T
     meta pieces first (score 0), then the merged pieces in merge order (scores 0, -1,
     -2, ...), then the characters by decreasing frequency (scores continuing downwards).
     """
-    from .trainer import TIE_RULES
-    from .trainer import run_merge_kernel, word_table
-
     if normalization not in (None, "identity"):
         raise NotImplementedError(
             f"normalization={normalization!r} is not supported for training (SentencePiece's "

@@ -514,7 +514,7 @@ def read_only_folder(path):
 
 def test_unwritable_output_fails_before_the_work(tok, tmp_path, monkeypatch, capsys):
     import fastbpe_nb.tokenizer as tokenizer
-    import fastbpe_nb.trainer as trainer
+    import fastbpe_nb.training as training
 
     def never(*a, **k):
         raise AssertionError("the long work started before the output was checked")
@@ -524,7 +524,7 @@ def test_unwritable_output_fails_before_the_work(tok, tmp_path, monkeypatch, cap
     write(tmp_path / "in.parquet", DOCS[:10])
     model = tmp_path / "m.json"
     tok.save(model)
-    monkeypatch.setattr(trainer, "count_files", never)
+    monkeypatch.setattr(training, "count_files", never)
     monkeypatch.setattr(tokenizer.Tokenizer, "encode_batch_flat", never)
     cases = [("train", corpus, "-o", "{}/model.json"), ("count", corpus, "-o", "{}/counts.arrow"),
              ("encode", "--model", model, tmp_path / "in.parquet", "-o", "{}/out")]

@@ -15,7 +15,7 @@ import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
 from fastbpe_nb import pretokenize
 from fastbpe_nb.cli import main as cli_main
-from fastbpe_nb.trainer import count_files
+from fastbpe_nb.training import count_files
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

@@ -7,7 +7,7 @@ so editing ``encode.py`` leaves ``recover.py``'s cached code calling the old ver
 upgrades would get the same). Each kernel module that imports another one therefore
 carries a line ``#: kernel cache stamp: <sha256>`` of the sources it depends on; a change
 of a dependency changes the stamp, hence the module's own contents, hence its cache key.
-``tests/test_layering.py`` fails when a stamp is out of date.
+``tests/test_kernel_stamps.py`` fails when a stamp is out of date.
 
     python tools/stamp_kernels.py          # rewrite the stamps
     python tools/stamp_kernels.py --check  # exit 1 if one is out of date

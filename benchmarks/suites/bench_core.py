@@ -5,7 +5,8 @@ import tempfile
 import numpy as np
 
 import fastbpe_nb as fb
-from fastbpe_nb.trainer import TrainOptions, count_corpus, train_from_table
+from fastbpe_nb.training import TrainOptions, train_from_table
+from fastbpe_nb.word_table import count_corpus
 
 from .data import code_text, documents, language_text, parquet_file
 

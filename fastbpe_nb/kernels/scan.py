@@ -21,7 +21,7 @@ calls that are not inlined, which costs more than the work per character, so
 the hot loops live in a handful of functions that take arrays once per
 document, and the small shared helpers take scalars only.
 
-Pattern ids (``fastbpe_nb._scanner.NAMED_PATTERNS`` holds the strings):
+Pattern ids (``fastbpe_nb.pretokenize.NAMED_PATTERNS`` holds the strings):
 0 = gpt2, 1 = cl100k, 2 = o200k.
 
 Facts the matchers rely on (all checked by the differential tests):
@@ -73,6 +73,8 @@ CH_END = 1 << 20  # sentinel after the last character of a document
 N_SENTINELS = 3
 # Initial decode window in bytes: the per-character buffers (12 bytes per
 # char) stay in L2 instead of page-faulting fresh memory for big documents.
+# A tunable: the kernels take it as ``window_bytes``; this is what the Python
+# callers (fastbpe_nb._scanner) pass.
 WINDOW_BYTES = 1 << 15
 
 # Anything that is not matched by [^\s\p{L}\p{N}] ("other"); CH_END makes
@@ -582,7 +584,7 @@ def pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n
 
 
 @njit(cache=True, nogil=True)
-def scan_batch(data, doc_offsets, pattern_id, stage1, stage2):
+def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stream_bytes):
     """Pre-token boundaries of every document of a batch.
 
     Parameters
@@ -601,6 +603,12 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2):
         ``uint16[4352]`` from ``fastbpe_nb.unicode_tables.load_class_table``.
     stage2 : numpy.ndarray
         ``uint16[n_unique_blocks * 256]`` from the same loader.
+    window_bytes : int
+        Initial decode window in bytes (``>= 1``; ``WINDOW_BYTES`` in production, tests
+        use tiny windows to exercise the refill logic).
+    stream_bytes : int
+        Bytes decoded at a time while streaming over a long stretch of one character
+        class (``>= 1``; ``STREAM_BYTES`` in production).
 
     Returns
     -------
@@ -615,30 +623,10 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2):
         ``doc_piece_offsets[d]:doc_piece_offsets[d + 1]``;
         ``doc_piece_offsets[n_docs] == n_pieces``.
     """
-    return scan_batch_window(data, doc_offsets, pattern_id, stage1, stage2, WINDOW_BYTES)
-
-
-@njit(cache=True, nogil=True)
-def scan_batch_window(data, doc_offsets, pattern_id, stage1, stage2, window_bytes):
-    """:func:`scan_batch` with an explicit initial decode window.
-
-    Parameters
-    ----------
-    data, doc_offsets, pattern_id, stage1, stage2
-        As for :func:`scan_batch`.
-    window_bytes : int
-        Initial window size in bytes (``>= 1``); tests use tiny windows to
-        exercise the refill logic.
-
-    Returns
-    -------
-    piece_offsets, doc_piece_offsets : numpy.ndarray
-        As for :func:`scan_batch`.
-    """
     if pattern_id < 0 or pattern_id > 2:
         raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
-    if window_bytes < 1:
-        raise ValueError("window_bytes must be positive")
+    if window_bytes < 1 or stream_bytes < 1:
+        raise ValueError("window_bytes and stream_bytes must be positive")
     n_docs = doc_offsets.shape[0] - 1
     if n_docs < 0:
         raise ValueError("doc_offsets must have at least one entry")
@@ -659,7 +647,7 @@ def scan_batch_window(data, doc_offsets, pattern_id, stage1, stage2, window_byte
         end = doc_offsets[d + 1]
         _, n_pieces, piece_offsets, window, words, char_offsets = _scan_document(
             data, doc_offsets[d], end, end, pattern_id, stage1, stage2, ascii_words, window,
-            words, char_offsets, piece_offsets, n_pieces
+            stream_bytes, words, char_offsets, piece_offsets, n_pieces
         )
     doc_piece_offsets[n_docs] = n_pieces
     # A view, not a copy: pages past the last piece were never touched (no memory), and
@@ -669,7 +657,7 @@ def scan_batch_window(data, doc_offsets, pattern_id, stage1, stage2, window_byte
 
 @njit(cache=True, nogil=True)
 def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_words, window,
-                   words, char_offsets, piece_offsets, n_pieces):
+                   stream_bytes, words, char_offsets, piece_offsets, n_pieces):
     """Emit the pieces of the document ``data[:end]`` from ``pos`` (a piece start) until
     ``pos >= limit`` (or the end), one decode window at a time.
 
@@ -713,8 +701,8 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_word
             grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
             piece_offsets = grown
         ends_at = _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2,
-                                         ascii_words, window, words, char_offsets, n_chars,
-                                         piece_offsets, n_pieces)
+                                         ascii_words, window, stream_bytes, words,
+                                         char_offsets, n_chars, piece_offsets, n_pieces)
         if ends_at > pos:
             n_pieces += 1
             piece_offsets[n_pieces] = ends_at
@@ -739,7 +727,8 @@ def _match(pattern_id, data, words, char_offsets, n_chars, truncated, piece_offs
 
 #: Characters kept at each end of a shortened stretch (contractions look 3 ahead).
 KEEP_CHARS = 4
-#: Bytes decoded at a time while streaming over the rest of a stretch.
+#: Bytes decoded at a time while streaming over the rest of a stretch. A tunable: the
+#: kernels take it as ``stream_bytes``; this is what the Python callers pass.
 STREAM_BYTES = 4096
 #: Class-word bits a stretch may vary in: the contraction letters, which only matter right
 #: after an apostrophe (an apostrophe ends a stretch, so the letters after it are kept).
@@ -751,7 +740,7 @@ _UNFOLD_UNCASED = _UNFOLD & ~np.uint32(CLS_UPPERISH | CLS_LOWERISH)
 
 @njit(cache=True, nogil=True)
 def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_words, window,
-                           words, char_offsets, n_chars, piece_offsets, n_pieces):
+                           stream_bytes, words, char_offsets, n_chars, piece_offsets, n_pieces):
     """End of the first piece of a window it spans, found without decoding all of it; or
     ``pos`` when this does not apply (the caller then grows the window).
 
@@ -778,11 +767,11 @@ def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_wor
     ring_word = np.empty(KEEP_CHARS, dtype=np.uint32)
     n_ring = 0
     # Stream over the rest of the stretch, decoded a small chunk at a time.
-    chunk_words = np.empty(STREAM_BYTES + N_SENTINELS, dtype=np.uint32)
-    chunk_offsets = np.empty(STREAM_BYTES + 1, dtype=np.int64)
+    chunk_words = np.empty(stream_bytes + N_SENTINELS, dtype=np.uint32)
+    chunk_offsets = np.empty(stream_bytes + 1, dtype=np.int64)
     q = char_offsets[n_chars]
     while q < end:
-        n_chunk = decode_document(data, q, min(end, q + STREAM_BYTES), end, stage1, stage2,
+        n_chunk = decode_document(data, q, min(end, q + stream_bytes), end, stage1, stage2,
                                   ascii_words, chunk_words, chunk_offsets)
         k = 0
         while k < n_chunk and (chunk_words[k] & unfold) == last:
@@ -823,7 +812,8 @@ def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_wor
 
 
 @njit(cache=True, nogil=True)
-def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2):
+def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, window_bytes,
+                stream_bytes):
     """The pieces of one document from ``start`` until at least ``limit``: a huge text is
     scanned and encoded a few MB at a time, in memory the allocator reuses.
 
@@ -834,7 +824,7 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2):
         start of one of its pieces (0, or what a previous call returned).
     start, end, limit : int
         ``start < end``; pieces are emitted until one ends at or after ``limit``.
-    pattern_id, stage1, stage2
+    pattern_id, stage1, stage2, window_bytes, stream_bytes
         As for :func:`scan_batch`.
 
     Returns
@@ -849,13 +839,15 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2):
         raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
     if not 0 <= start < end <= data.shape[0] or limit <= start:
         raise ValueError("need 0 <= start < end <= len(data) and limit > start")
-    window = WINDOW_BYTES
+    if window_bytes < 1 or stream_bytes < 1:
+        raise ValueError("window_bytes and stream_bytes must be positive")
+    window = window_bytes
     words = np.empty(window + N_SENTINELS, dtype=np.uint32)
     char_offsets = np.empty(window + 1, dtype=np.int64)
     piece_offsets = np.empty(min(end - start, limit - start + window) + 1, dtype=np.int64)
     piece_offsets[0] = start
     pos, n_pieces, piece_offsets, _, _, _ = _scan_document(
         data, start, end, limit, pattern_id, stage1, stage2, ascii_class_words(stage1, stage2),
-        window, words, char_offsets, piece_offsets, 0
+        window, stream_bytes, words, char_offsets, piece_offsets, 0
     )
     return piece_offsets[: n_pieces + 1], pos

@@ -295,9 +295,9 @@ def train_under_budget(path: str, vocab_size: int, max_memory=None) -> dict:
     import hashlib
 
     import fastbpe_nb as fb
-    from fastbpe_nb import trainer
+    from fastbpe_nb import training
 
-    real_count = trainer.count_files
+    real_count = training.count_files
     seen = {}
 
     def count_files(*args, **kwargs):
@@ -305,7 +305,7 @@ def train_under_budget(path: str, vocab_size: int, max_memory=None) -> dict:
         seen["count_peak"] = _vm("VmHWM")
         return out
 
-    trainer.count_files = count_files
+    training.count_files = count_files
     status, value = outcome(lambda: fb.train_files([path], vocab_size=vocab_size,
                                                    max_memory=max_memory).merges.tolist())
     return {"status": status, "value": value if status != "ok" else len(value),

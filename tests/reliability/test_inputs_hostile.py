@@ -177,7 +177,7 @@ def test_big_jsonl_is_streamed(tmp_path):
     # a 20 MB and an 80 MB file. Streamed, the two are about equal (one 8 MB block of
     # lines at a time); read whole, the second would be 60 MB x a few larger.
     res = case(f"""
-        from fastbpe_nb.trainer import count_files
+        from fastbpe_nb.training import count_files
         out = []
         for name in ("tiny", "small", "big"):
             reset_peak()

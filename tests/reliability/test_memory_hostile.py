@@ -221,7 +221,7 @@ def test_word_index_bound_and_fallback():
                "code": [code_like(40_000)],
                "bytes": [bytes(rng.integers(0, 256, 20_000, dtype=np.uint8)).decode("latin-1")]}
     for name, texts in corpora.items():
-        counter = fb.trainer.count_corpus(texts, "gpt2" if name != "runs" else None)
+        counter = fb.word_table.count_corpus(texts, "gpt2" if name != "runs" else None)
         word_bytes, offsets, counts = counter.table()
         n_sym, n_words = int(offsets[-1]), len(counts)
         rows = word_index_rows(n_sym, n_words, int(np.diff(offsets).max()))
@@ -264,7 +264,7 @@ def test_word_table_matches_the_per_word_layout():
     import numpy as np
 
     from fastbpe_nb.text import clean_text
-    from fastbpe_nb.trainer import word_table
+    from fastbpe_nb.word_table import word_table
 
     def per_word(words):
         items = [(w, c) for w, c in words.items() if w]
@@ -354,8 +354,8 @@ def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
     (words, counts, first-occurrence order, pieces) as counting it whole."""
     import pyarrow as pa
 
+    import fastbpe_nb._scanner as scanner
     import fastbpe_nb.counting as counting
-    import fastbpe_nb.tokenizer as tokenizer
     from rel_harness import adversarial_cases, code_like, prose
 
     docs = [prose(30_000, seed=1), "short one", code_like(20_000), "",
@@ -364,7 +364,7 @@ def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
 
     def table(huge, segment):
         monkeypatch.setattr(counting, "HUGE_DOC_BYTES", huge)
-        monkeypatch.setattr(tokenizer, "SEGMENT_BYTES", segment)
+        monkeypatch.setattr(scanner, "SEGMENT_BYTES", segment)
         counter = counting.WordCounter(pattern)
         from fastbpe_nb.io.arrow_text import text_buffers
 

@@ -1,291 +1,40 @@
-"""Training orchestration: corpus -> word-frequency table -> merge kernel -> Tokenizer.
+"""Training API: corpus -> word table -> merge kernel -> Tokenizer.
 
 The expensive part, learning the merges, is one call of ``kernels.merge.train_merges``
-on the word table (DESIGN.md section 2). This module counts the words, lays the table
-out as flat arrays with fixed dtypes, validates the options, and runs the kernel in a
-worker thread (it releases the GIL) so that a progress bar can follow it and Ctrl-C can
-stop it cleanly.
+on the word table (DESIGN.md section 2). ``word_table`` counts the words and lays the
+table out as flat arrays with fixed dtypes, ``merge_loop`` runs the kernel in a worker
+thread (it releases the GIL) so that a progress bar can follow it and Ctrl-C can stop it
+cleanly; this module validates the options, reads corpus files, applies the memory
+budget between the phases and builds the Tokenizer.
 """
 
 from __future__ import annotations
 
-import collections
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import pretokenize
-from .errors import MemoryBudgetError, TrainingError
 from .byte_level import hf_byte_ranks
+from .errors import MemoryBudgetError, TrainingError
+from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, phase_bytes,
+                         rss_bytes, run_merge_kernel)
 from .text import clean_text
 from .tokenizer import Tokenizer
 from .validation import check_num_threads
+from .word_table import count_corpus, count_words, iter_texts, word_table
 
-_UNLIMITED = 1 << 62
-_INT64_MAX = (1 << 63) - 1
 #: Used when neither vocab_size nor num_merges is given.
 DEFAULT_VOCAB_SIZE = 32768
-#: The tie rules (``reference.py`` defines each; the merge kernel implements them).
-TIE_RULES = ("ids", "hf", "first", "bytes")
-
-
-def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collections.Counter:
-    """Pre-token counts of ``texts`` in first-occurrence order (special tokens dropped)."""
-    counter: collections.Counter = collections.Counter()
-    matcher = pretokenize.SpecialTokenMatcher(special_tokens)
-    for index, text in enumerate(_iter_texts(texts)):
-        if not isinstance(text, str):
-            raise TypeError(f"document {index}: expected str, got {type(text).__name__}")
-        text = clean_text(text)
-        for segment, is_special in pretokenize.split_special(text, matcher):
-            if not is_special:
-                counter.update(pretokenize.split(segment, pattern, keep_gaps))
-    return counter
 
 
 def _normalized(texts, form):
     from .text import normalize
 
-    for text in _iter_texts(texts):
+    for text in iter_texts(texts):
         yield normalize(clean_text(text), form) if isinstance(text, str) else text
 
-
-def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_bytes=16 << 20):
-    """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches."""
-    from .counting import WordCounter
-
-    counter = WordCounter(pattern, special_tokens, num_threads)
-    if isinstance(texts, str):
-        raise TypeError("texts must be an iterable of documents (a list of str), not one str")
-    module = type(texts).__module__ or ""
-    if module.startswith("pyarrow"):
-        from .io.arrow_text import string_chunks, text_buffers
-
-        for chunk in string_chunks(texts):
-            for start in range(0, len(chunk), 65536):
-                data, offsets, _ = text_buffers(chunk.slice(start, 65536))
-                counter.add_batch(data, offsets)
-        return counter
-    batch, size = [], 0
-    for text in texts:
-        batch.append(text)
-        size += len(text) if isinstance(text, str) else 0
-        if size >= batch_bytes:
-            counter.add_texts(batch)
-            batch, size = [], 0
-    if batch:
-        counter.add_texts(batch)
-    return counter
-
-
-def _iter_texts(texts):
-    if isinstance(texts, str):
-        raise TypeError("texts must be an iterable of documents (a list of str), not one str")
-    module = type(texts).__module__ or ""
-    if module.startswith("pyarrow"):
-        from .io.arrow_text import string_chunks
-
-        for chunk in string_chunks(texts):  # checked before pyarrow reads the rows
-            for start in range(0, len(chunk), 4096):
-                for text in chunk.slice(start, 4096).to_pylist():
-                    if text is not None:
-                        yield text
-        return
-    yield from texts
-
-
-def word_table(words: dict, base: str, end_of_word: str | None):
-    """Lay out ``{word: count}`` as the kernel's CSR word table.
-
-    Returns ``(symbols int32[total], offsets int64[n+1], counts int64[n], alphabet)`` where
-    ``alphabet`` is None in byte mode and the sorted base symbols in char mode.
-    """
-    for w, c in words.items():
-        if not isinstance(w, str):
-            raise TypeError(f"word {w!r}: words must be str")
-        if w and (isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer))
-                  or c <= 0):
-            raise TrainingError(f"word {w!r}: count must be a positive integer, got {c!r}")
-        if w and c > _INT64_MAX:
-            raise TrainingError(f"word {w!r}: count {c} does not fit in int64 (at most 2**63 - 1)")
-    if base == "bytes":
-        symbols, lengths, counts = _byte_table(words)
-        alphabet = None
-    else:
-        items = [(w, c) for w, c in words.items() if w]
-        counts = np.fromiter((c for _, c in items), dtype=np.int64, count=len(items))
-        text = "".join(w for w, _ in items)
-        chars = sorted(set(text))
-        if end_of_word is not None:
-            if any(end_of_word in w for w, _ in items):
-                raise TrainingError(
-                    f"the end_of_word marker {end_of_word!r} occurs in the training text; "
-                    "choose a marker that does not (e.g. '</w>')"
-                )
-            alphabet = sorted(set(chars) | {end_of_word})
-        else:
-            alphabet = chars
-        index = {s: i for i, s in enumerate(alphabet)}
-        lengths = np.fromiter((len(w) for w, _ in items), dtype=np.int64, count=len(items))
-        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        char_cps = np.array([ord(c) for c in chars], dtype=np.uint32)
-        char_ids = np.array([index[c] for c in chars], dtype=np.int32)
-        ids = char_ids[np.searchsorted(char_cps, cps)] if len(cps) else np.zeros(0, np.int32)
-        if end_of_word is None:
-            symbols = ids.astype(np.int32)
-        else:
-            ends = np.cumsum(lengths + 1)  # one past each word's marker
-            symbols = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.int32)
-            is_marker = np.zeros(len(symbols), dtype=bool)
-            is_marker[ends - 1] = True
-            symbols[is_marker] = index[end_of_word]
-            symbols[~is_marker] = ids
-            lengths = lengths + 1
-    if len(lengths) and lengths.max() >= 2**31:
-        raise TrainingError("a pre-token is 2 GiB or longer; use a pre-tokenization pattern")
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return symbols, offsets, counts, alphabet
-
-
-def check_count_range(offsets, counts) -> None:
-    """Raise TrainingError when the merge kernel's int64 pair counts could overflow.
-
-    A pair's count is a sum of word counts, one per occurrence: it never exceeds
-    ``sum(count * (length - 1))`` over the words. While a word is rewritten, the counts of
-    its new pairs are added before the old ones are taken away, so one word may add up to
-    ``count * length`` more for a moment. Both, and the total of the counts (the report's
-    ``pre_tokens``), must fit in int64; a wrapped count would silently pick a wrong merge.
-    """
-    if not len(counts):
-        return
-    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
-    c = np.asarray(counts, dtype=np.float64)
-    w = lengths.astype(np.float64)
-    # A float estimate decides the common case; exact integers only when it is close.
-    estimate = float(c @ np.maximum(w - 1, 0)) + float((c * w).max())
-    if estimate < 2.0**62 and float(c.sum()) < 2.0**62:
-        return
-    cs, ls = [int(x) for x in counts], [int(x) for x in lengths]
-    total = sum(cs)
-    bound = sum(x * max(n - 1, 0) for x, n in zip(cs, ls)) + max(x * n for x, n in zip(cs, ls))
-    if bound > _INT64_MAX or total > _INT64_MAX:
-        what = (f"the counts sum to {total:,}" if total > _INT64_MAX else
-                f"a pair's count could reach {bound:,} (the sum of count x (length - 1) over "
-                "the words, plus one word's count x length while it is rewritten)")
-        raise TrainingError(f"word counts too large: {what}, over the int64 limit "
-                            f"{_INT64_MAX:,} of the merge kernel's counters; scale the counts "
-                            "down (BPE depends only on their ratios, up to ties)")
-
-
-def _byte_table(words: dict):
-    """Byte mode's ``(symbols int32[S], lengths int64[W], counts int64[W])`` of a validated
-    ``{word: count}``, empty words dropped, without a Python object per word: the words
-    are joined and encoded once (S bytes, then the 4S int32 symbols); per word only its
-    UTF-8 length is taken (from ``len`` when the text is ASCII). Measured (1.95M words of
-    9 bytes, VmHWM reset before the call): a peak of +87 MiB (the outputs are 98 MiB, partly
-    in reused memory) in 0.8 s, against +392 MiB in 1.9 s when each word's bytes and
-    (word, count) tuple were kept in lists."""
-    n = len(words)
-    values = words.values() if "" not in words else (c if w else 1 for w, c in words.items())
-    counts = np.fromiter(values, dtype=np.int64, count=n)  # the empty word's is not checked
-    joined = "".join(words)
-    try:
-        raw = joined.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: each word cleaned alone (rare)
-        raw = None
-    if raw is not None and len(raw) == len(joined):  # ASCII: characters are bytes
-        lengths = np.fromiter(map(len, words), dtype=np.int64, count=n)
-    elif raw is not None:
-        lengths = np.fromiter((len(w.encode("utf-8")) for w in words), dtype=np.int64, count=n)
-    else:
-        cleaned = [clean_text(w).encode("utf-8") for w in words]  # per word: no pairing across
-        lengths = np.fromiter(map(len, cleaned), dtype=np.int64, count=n)
-        raw = b"".join(cleaned)
-        del cleaned
-    del joined
-    symbols = np.frombuffer(raw, dtype=np.uint8).astype(np.int32)
-    del raw
-    keep = lengths > 0
-    if not keep.all():
-        lengths, counts = lengths[keep], counts[keep]
-    return symbols, lengths, counts
-
-
-def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
-                     max_ids, min_count, max_units, progress=False, max_memory=None):
-    """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises.
-
-    ``max_memory`` (bytes, the whole process): the kernel may allocate what is left of it
-    after the current RSS; it checks that before every allocation and stops short of it,
-    and this raises ``MemoryBudgetError`` naming the phase and the bytes it needed.
-    """
-    from .kernels.merge import (PROG_BUDGET, PROG_NEED, PROG_PHASE, STOPPED_MEMORY,
-                                train_merges, word_index_rows)
-    from .parallel import call_kernel_shielded
-
-    check_count_range(offsets, counts)
-
-    tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])
-    tok_data = np.frombuffer(b"".join(base_bytes), dtype=np.uint8).copy()
-    # merges done / stop request / stopped (1 asked, 2 memory) / byte budget / need / phase
-    shared = np.zeros(6, dtype=np.int64)
-    in_use = 0
-    if max_memory is not None:
-        # Compile (or load) the kernel first, on a one-word table: compiling takes ~100 MiB
-        # that the allocator keeps, and the budget left to the kernel is counted after it.
-        call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
-                             np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
-                             _UNLIMITED, 1, _UNLIMITED, np.zeros(6, np.int64),
-                             np.empty((16, 2), np.int64))
-        in_use = _rss_bytes()
-        shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        total = min(max_merges, max_ids - len(base_bytes))
-        bar = tqdm(total=total if total < _UNLIMITED // 2 else None, desc="merging",
-                   unit="merge", dynamic_ncols=True)
-
-    def show_progress():
-        if bar is not None:
-            bar.update(int(shared[0]) - bar.n)
-
-    def ask_to_stop():
-        shared[1] = 1
-
-    # The word index at its upper bound, so that it never grows (a growth copies it and
-    # holds old + new, its largest peak); np.empty reserves address space, and only the
-    # rows in use become resident. Without that much address space (ulimit -v, strict
-    # overcommit) the kernel starts smaller and grows it.
-    max_len = int(np.max(np.diff(offsets))) if len(counts) else 0
-    try:
-        nodes = np.empty((word_index_rows(len(symbols), len(counts), max_len), 2), np.int64)
-    except MemoryError:
-        nodes = np.empty((max(16, len(symbols)), 2), np.int64)
-    try:
-        result = call_kernel_shielded(
-            train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
-            max_merges, max_ids, min_count, max_units, shared, nodes,
-            poll=show_progress, on_interrupt=ask_to_stop,
-        )
-    finally:
-        del nodes
-        if bar is not None:
-            show_progress()
-            bar.close()
-    if shared[2] == STOPPED_MEMORY:
-        where = ("setting up the pair counts and word index" if shared[PROG_PHASE] == 1
-                 else f"after {int(shared[0]):,} merges, growing the pair store / word index")
-        raise MemoryBudgetError(
-            f"merging ({where}): the merge kernel would hold {shared[PROG_NEED] / 2**20:,.0f} "
-            f"MiB on top of the {in_use / 2**20:,.0f} MiB in use, over the max_memory budget "
-            f"of {max_memory / 2**20:,.0f} MiB ({len(counts):,} unique words, "
-            f"{len(symbols):,} symbols); stopped before allocating it")
-    return result
 
 @dataclass
 class TrainOptions:
@@ -334,13 +83,6 @@ class TrainOptions:
                    normalization)
 
 
-def peak_rss_bytes() -> int:
-    """Peak resident memory of this process so far (Linux: ru_maxrss is in KiB)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 _SENTENCEPIECE_OPTIONS = ("byte_fallback", "split_digits", "character_coverage",
                           "add_dummy_prefix", "remove_extra_whitespaces", "user_defined_symbols",
                           "control_symbols", "normalization", "tie_break", "progress")
@@ -380,7 +122,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
         base_bytes = [s.encode("utf-8") for s in alphabet]
         ranks = list(range(len(alphabet)))
     n_base = len(base_bytes)
-    max_ids = _UNLIMITED
+    max_ids = UNLIMITED
     if opts.vocab_size is not None:
         max_ids = opts.vocab_size - len(opts.special_tokens)
         if max_ids < n_base:
@@ -394,9 +136,9 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
     merges, merge_ids, merge_counts = run_merge_kernel(
         np.ascontiguousarray(symbols, dtype=np.int32), np.ascontiguousarray(offsets, np.int64),
         np.ascontiguousarray(counts, np.int64), base_bytes, np.asarray(ranks, dtype=np.int64),
-        tie_mode, _UNLIMITED if opts.num_merges is None else opts.num_merges, max_ids,
+        tie_mode, UNLIMITED if opts.num_merges is None else opts.num_merges, max_ids,
         max(1, int(opts.min_frequency)),
-        _UNLIMITED if opts.max_token_length is None else opts.max_token_length, opts.progress,
+        UNLIMITED if opts.max_token_length is None else opts.max_token_length, opts.progress,
         max_memory=max_memory,
     )
     tok = Tokenizer(merges, pattern=opts.pattern, special_tokens=opts.special_tokens,
@@ -503,7 +245,7 @@ class _Counted:
         self.n = 0
 
     def __iter__(self):
-        for text in _iter_texts(self.texts):
+        for text in iter_texts(self.texts):
             self.n += 1
             yield text
 
@@ -523,63 +265,6 @@ def require_words(counts, what: str) -> None:
         raise TrainingError(f"nothing to learn: {what} (empty input, only empty documents, "
                             "or only special tokens)")
 
-
-#: What each training phase of ``train_files`` allocates on top of what is held when it
-#: starts, as (bytes per word-table symbol S, bytes per unique word W); S is the total bytes
-#: of the unique words. The budget checks use them before each phase (the word table's
-#: exact form is ``WordCounter.table_bytes``); the merge kernel then checks every later
-#: allocation itself against what is left of the budget (``run_merge_kernel``).
-#: Measured with benchmarks/train_memory_phases.py (VmHWM reset before each phase; 986,818
-#: unique random 4-12 letter words, gpt2 pattern, S = 9.1 B/word):
-#:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.growth_bytes)
-#:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
-#:                                    through int64 index arrays) before the copy path
-#:   int32 symbols   4.0 B/S          estimate 4 B/S
-#:   merge setup    20.3 B/S          at 4 merges; estimate 20 B/S + 16 B/W (pos, wlen,
-#:                                    stamp, the word index's first rows)
-#:   merging        62.7 / 75.6 B/S   at 4,744 / 19,744 merges: the word index (16 B per
-#:                                    node, ~2 nodes per symbol), pair store and table,
-#:                                    heap; the kernel counts them as they grow
-#: The counter (131 B/W here) is freed before merging; it used to stay alive throughout.
-PHASE_BYTES = {
-    "word table": (1, 17),
-    "int32 symbols": (4, 0),
-    "merge setup": (20, 16),  # + the int32 symbols, already held
-}
-#: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
-#: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,
-#: allocator overhead. Measured: a stop 1.2 MiB past the budget without it (1M words).
-KERNEL_SLACK_BYTES = 32 << 20
-
-
-def phase_bytes(phase: str, n_symbols: int, n_words: int) -> int:
-    """``PHASE_BYTES[phase]`` applied to a table of ``n_symbols`` symbols, ``n_words`` words."""
-    per_symbol, per_word = PHASE_BYTES[phase]
-    return per_symbol * int(n_symbols) + per_word * int(n_words)
-
-
-def check_budget(phase: str, need: int, max_memory, detail: str = "") -> None:
-    """Raise MemoryBudgetError when ``need`` more bytes on top of the current RSS would
-    exceed ``max_memory`` (None: no budget): called before a phase allocates them."""
-    if max_memory is None:
-        return
-    in_use = _rss_bytes()
-    if in_use + need > max_memory:
-        raise MemoryBudgetError(
-            f"{phase} needs about {need / 2**20:,.0f} MiB on top of the {in_use / 2**20:,.0f} "
-            f"MiB in use, over the max_memory budget of {max_memory / 2**20:,.0f} MiB"
-            + (f" ({detail})" if detail else "") + "; stopped before allocating it")
-
-
-def _rss_bytes() -> int:
-    """Current resident memory (Linux /proc; falls back to the peak)."""
-    try:
-        with open("/proc/self/statm") as f:
-            import os
-
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return peak_rss_bytes()
 
 
 def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
@@ -650,9 +335,9 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
             counter.add_batch(data, doc_offsets)
             if bar is not None:
                 bar.update(min(stats.bytes_read, bar.total) - bar.n)
-            if max_memory is not None and _rss_bytes() > max_memory:
+            if max_memory is not None and rss_bytes() > max_memory:
                 raise MemoryBudgetError(
-                    f"counting used {_rss_bytes() / 2**20:.0f} MiB, over the max_memory budget "
+                    f"counting used {rss_bytes() / 2**20:.0f} MiB, over the max_memory budget "
                     f"of {max_memory / 2**20:.0f} MiB ({counter.n_unique:,} unique words so far)")
     finally:
         counter.memory_check = None  # it refers to the counter: a cycle would delay freeing it

@@ -1,0 +1,159 @@
+"""The merge loop's runner: ``kernels.merge.train_merges`` in a worker thread, with its
+progress bar, Ctrl-C handling and the memory budget of training.
+
+Below the Tokenizer: it takes a word table (``word_table``) and returns the learned merges
+as arrays; ``training`` builds Tokenizer objects from them and ``sentencepiece_train``
+SentencePiece-style models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import MemoryBudgetError
+from .word_table import check_count_range
+
+#: "No limit" for the kernel's int64 limits (max merges, ids, token length).
+UNLIMITED = 1 << 62
+#: The tie rules (``reference.py`` defines each; the merge kernel implements them).
+TIE_RULES = ("ids", "hf", "first", "bytes")
+
+
+def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
+                     max_ids, min_count, max_units, progress=False, max_memory=None):
+    """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises.
+
+    ``max_memory`` (bytes, the whole process): the kernel may allocate what is left of it
+    after the current RSS; it checks that before every allocation and stops short of it,
+    and this raises ``MemoryBudgetError`` naming the phase and the bytes it needed.
+    """
+    from .kernels.merge import (PROG_BUDGET, PROG_NEED, PROG_PHASE, STOPPED_MEMORY,
+                                train_merges, word_index_rows)
+    from .parallel import call_kernel_shielded
+
+    check_count_range(offsets, counts)
+
+    tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])
+    tok_data = np.frombuffer(b"".join(base_bytes), dtype=np.uint8).copy()
+    # merges done / stop request / stopped (1 asked, 2 memory) / byte budget / need / phase
+    shared = np.zeros(6, dtype=np.int64)
+    in_use = 0
+    if max_memory is not None:
+        # Compile (or load) the kernel first, on a one-word table: compiling takes ~100 MiB
+        # that the allocator keeps, and the budget left to the kernel is counted after it.
+        call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
+                             np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
+                             UNLIMITED, 1, UNLIMITED, np.zeros(6, np.int64),
+                             np.empty((16, 2), np.int64))
+        in_use = rss_bytes()
+        shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        total = min(max_merges, max_ids - len(base_bytes))
+        bar = tqdm(total=total if total < UNLIMITED // 2 else None, desc="merging",
+                   unit="merge", dynamic_ncols=True)
+
+    def show_progress():
+        if bar is not None:
+            bar.update(int(shared[0]) - bar.n)
+
+    def ask_to_stop():
+        shared[1] = 1
+
+    # The word index at its upper bound, so that it never grows (a growth copies it and
+    # holds old + new, its largest peak); np.empty reserves address space, and only the
+    # rows in use become resident. Without that much address space (ulimit -v, strict
+    # overcommit) the kernel starts smaller and grows it.
+    max_len = int(np.max(np.diff(offsets))) if len(counts) else 0
+    try:
+        nodes = np.empty((word_index_rows(len(symbols), len(counts), max_len), 2), np.int64)
+    except MemoryError:
+        nodes = np.empty((max(16, len(symbols)), 2), np.int64)
+    try:
+        result = call_kernel_shielded(
+            train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
+            max_merges, max_ids, min_count, max_units, shared, nodes,
+            poll=show_progress, on_interrupt=ask_to_stop,
+        )
+    finally:
+        del nodes
+        if bar is not None:
+            show_progress()
+            bar.close()
+    if shared[2] == STOPPED_MEMORY:
+        where = ("setting up the pair counts and word index" if shared[PROG_PHASE] == 1
+                 else f"after {int(shared[0]):,} merges, growing the pair store / word index")
+        raise MemoryBudgetError(
+            f"merging ({where}): the merge kernel would hold {shared[PROG_NEED] / 2**20:,.0f} "
+            f"MiB on top of the {in_use / 2**20:,.0f} MiB in use, over the max_memory budget "
+            f"of {max_memory / 2**20:,.0f} MiB ({len(counts):,} unique words, "
+            f"{len(symbols):,} symbols); stopped before allocating it")
+    return result
+
+
+#: What each training phase of ``train_files`` allocates on top of what is held when it
+#: starts, as (bytes per word-table symbol S, bytes per unique word W); S is the total bytes
+#: of the unique words. The budget checks use them before each phase (the word table's
+#: exact form is ``WordCounter.table_bytes``); the merge kernel then checks every later
+#: allocation itself against what is left of the budget (``run_merge_kernel``).
+#: Measured with benchmarks/train_memory_phases.py (VmHWM reset before each phase; 986,818
+#: unique random 4-12 letter words, gpt2 pattern, S = 9.1 B/word):
+#:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.growth_bytes)
+#:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
+#:                                    through int64 index arrays) before the copy path
+#:   int32 symbols   4.0 B/S          estimate 4 B/S
+#:   merge setup    20.3 B/S          at 4 merges; estimate 20 B/S + 16 B/W (pos, wlen,
+#:                                    stamp, the word index's first rows)
+#:   merging        62.7 / 75.6 B/S   at 4,744 / 19,744 merges: the word index (16 B per
+#:                                    node, ~2 nodes per symbol), pair store and table,
+#:                                    heap; the kernel counts them as they grow
+#: The counter (131 B/W here) is freed before merging; it used to stay alive throughout.
+PHASE_BYTES = {
+    "word table": (1, 17),
+    "int32 symbols": (4, 0),
+    "merge setup": (20, 16),  # + the int32 symbols, already held
+}
+#: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
+#: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,
+#: allocator overhead. Measured: a stop 1.2 MiB past the budget without it (1M words).
+KERNEL_SLACK_BYTES = 32 << 20
+
+
+def phase_bytes(phase: str, n_symbols: int, n_words: int) -> int:
+    """``PHASE_BYTES[phase]`` applied to a table of ``n_symbols`` symbols, ``n_words`` words."""
+    per_symbol, per_word = PHASE_BYTES[phase]
+    return per_symbol * int(n_symbols) + per_word * int(n_words)
+
+
+def check_budget(phase: str, need: int, max_memory, detail: str = "") -> None:
+    """Raise MemoryBudgetError when ``need`` more bytes on top of the current RSS would
+    exceed ``max_memory`` (None: no budget): called before a phase allocates them."""
+    if max_memory is None:
+        return
+    in_use = rss_bytes()
+    if in_use + need > max_memory:
+        raise MemoryBudgetError(
+            f"{phase} needs about {need / 2**20:,.0f} MiB on top of the {in_use / 2**20:,.0f} "
+            f"MiB in use, over the max_memory budget of {max_memory / 2**20:,.0f} MiB"
+            + (f" ({detail})" if detail else "") + "; stopped before allocating it")
+
+
+def rss_bytes() -> int:
+    """Current resident memory (Linux /proc; falls back to the peak)."""
+    try:
+        with open("/proc/self/statm") as f:
+            import os
+
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process so far (Linux: ru_maxrss is in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
