@@ -36,6 +36,20 @@ def resolve_pattern(pattern, base: str) -> str | None:
     return pattern
 
 
+def make_level(base, pattern, alphabet=None, end_of_word=None, byte_order=None, source=None):
+    """The ByteLevel (``base="bytes"``) or CharLevel (``"chars"``) of a Tokenizer's arguments."""
+    if base not in ("bytes", "chars"):
+        raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
+    if base == "bytes":
+        for name, value in (("alphabet", alphabet), ("end_of_word", end_of_word)):
+            if value is not None:
+                raise ValueError(f"{name} is only for base='chars'")
+        return ByteLevel(pattern, byte_order, source)
+    if byte_order is not None:
+        raise ValueError("byte_order is only for base='bytes'")
+    return CharLevel(pattern, alphabet, end_of_word, source)
+
+
 class ByteLevel:
     """UTF-8 bytes as base symbols, split by ``pattern``; ``byte_order[i]`` is the byte value
     of base id i (None: id = byte value)."""

@@ -33,20 +33,20 @@ from .errors import ModelFormatError
 from .io import sentencepiece_model as spm_io
 from .io.sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED
 from .model import LONG_PIECE, KernelTables
+from .sentencepiece_normalizer import WS
 from .text import clean_text
 from .validation import checked_ids
 
-WS = "\u2581"  # ▁
 DEFAULT_UNK_SURFACE = " \u2047 "
 #: Code points get symbol ids ``n_pieces + code point`` when they are not pieces.
 N_CODEPOINTS = 0x110000
 
 
-def _byte_piece(b: int) -> str:
+def byte_piece(b: int) -> str:
     return f"<0x{b:02X}>"
 
 
-_BYTE_PIECES = {_byte_piece(b): b for b in range(256)}
+BYTE_PIECES = {byte_piece(b): b for b in range(256)}
 
 
 def _utf8_char_len(buf: bytes, i: int) -> int:
@@ -158,9 +158,9 @@ class PieceModel:
                 if not self.byte_fallback:
                     raise ModelFormatError(
                         f"byte piece {p} is found although byte_fallback is false", source, entry)
-                if p not in _BYTE_PIECES:
+                if p not in BYTE_PIECES:
                     raise ModelFormatError(f"byte piece {p!r} is invalid", source, entry)
-                byte_ids[_BYTE_PIECES[p]] = i
+                byte_ids[BYTE_PIECES[p]] = i
             elif t == USER_DEFINED:
                 user.append(p)
         if self.unk_id < 0:
@@ -313,160 +313,6 @@ class PieceModel:
 
 
 
-class SentencePieceNormalizer:
-    """SentencePiece's normalizer (``normalizer.cc``): charsmap rules (``rules``: {source:
-    replacement}), user-defined pieces kept verbatim, whitespace handling."""
-
-    identity = False
-
-    def __init__(self, rules: dict, user_defined=(), add_dummy_prefix=True,
-                 remove_extra_whitespaces=True, escape_whitespaces=True):
-        self._rules = dict(rules)
-        self.user_defined = list(user_defined)
-        self.add_dummy_prefix = bool(add_dummy_prefix)
-        self.remove_extra_whitespaces = bool(remove_extra_whitespaces)
-        self.escape_whitespaces = bool(escape_whitespaces)
-        self._norm = None
-
-    def __getstate__(self):
-        return {**self.__dict__, "_norm": None}
-
-    def __eq__(self, other):
-        return isinstance(other, SentencePieceNormalizer) and self.__getstate__() == other.__getstate__()
-
-    def _setup(self):
-        if self._norm is not None:
-            return self._norm
-        rules = self._rules
-        trig = set()
-        maxlen = 0
-        for k in rules:
-            maxlen = max(maxlen, len(k))
-            if len(k) == 1:
-                trig.add(k)
-            else:
-                trig.update(k[1:])
-        is_trig = None
-        if trig:
-            is_trig = np.zeros(N_CODEPOINTS, dtype=bool)
-            is_trig[np.array([ord(c) for c in trig], dtype=np.int64)] = True
-        user = sorted(self.user_defined, key=lambda s: (-len(s), s))
-        user_re = re.compile("|".join(re.escape(u) for u in user)) if user else None
-        # Every position where some user-defined piece starts (overlapping ones too).
-        user_at = re.compile("(?=" + user_re.pattern + ")") if user else None
-        self._norm = (rules, maxlen, user_re, frozenset(trig), is_trig, user_at)
-        return self._norm
-
-    def _units(self, text: str):
-        """``NormalizePrefix`` applied along ``text``: a list of ``(str, is_plain_run)``.
-
-        Plain runs are stretches of characters that no rule and no user-defined piece
-        touches (each of their characters is its own unit).
-        """
-        rules, maxlen, user_re, trig, is_trig, user_at = self._setup()
-        # Candidate starts: a rule of length L >= 2 has a "trigger" at its second
-        # character, a one-character rule starts at one; user-defined pieces are found
-        # directly. Everything between candidates is copied as is.
-        cands = []
-        if is_trig is not None and not trig.isdisjoint(text):
-            cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-            hits = np.nonzero(is_trig[cps])[0]
-            cands.append(hits)
-            cands.append(hits[hits > 0] - 1)
-        if user_at is not None:
-            starts = [m.start() for m in user_at.finditer(text)]
-            if starts:
-                cands.append(np.array(starts, dtype=np.int64))
-        if not cands:
-            return [(text, True)]
-        cands = np.unique(np.concatenate(cands)).tolist()
-        units = []
-        pos = 0
-        n = len(text)
-        for c in cands:
-            if c < pos:
-                continue
-            if c > pos:
-                units.append((text[pos:c], True))
-                pos = c
-            if user_re is not None:
-                m = user_re.match(text, c)
-                if m:
-                    units.append((m.group(), False))
-                    pos = m.end()
-                    continue
-            for L in range(min(maxlen, n - c), 0, -1):
-                rep = rules.get(text[c:c + L])
-                if rep is not None:
-                    units.append((rep, False))
-                    pos = c + L
-                    break
-            else:
-                units.append((text[c], True))
-                pos = c + 1
-        if pos < n:
-            units.append((text[pos:], True))
-        return units
-
-    def normalize(self, text: str) -> str:
-        """The normalized text SentencePiece's BPE model sees (spaces as ``▁``)."""
-        if not text:
-            return ""
-        rem = self.remove_extra_whitespaces
-        space = WS if self.escape_whitespaces else " "
-        units = self._units(text)
-        if len(units) == 1 and units[0][1]:  # fast path: no rule applies
-            s = units[0][0]
-            if rem:
-                s = s.lstrip(" ")
-                if not s:
-                    return ""
-                s = re.sub(" {2,}", " ", s)
-            out = (space if self.add_dummy_prefix else "") + s.replace(" ", space)
-            return out.rstrip(space) if rem else out
-        if rem:  # heading units that are exactly one space are dropped
-            k = 0
-            while k < len(units):
-                u, plain = units[k]
-                if plain:
-                    stripped = u.lstrip(" ")
-                    if stripped:
-                        units[k] = (stripped, True)
-                        break
-                    k += 1
-                elif u == " ":
-                    k += 1
-                else:
-                    break
-            units = units[k:]
-            if not units:
-                return ""
-        out = [space] if self.add_dummy_prefix else []
-        prev_space = rem
-        for u, plain in units:
-            if plain:
-                if rem:
-                    if prev_space:
-                        u = u.lstrip(" ")
-                    if not u:
-                        continue
-                    u = re.sub(" {2,}", " ", u)
-                    prev_space = u.endswith(" ")
-            else:
-                if prev_space:
-                    u = u.lstrip(" ")
-                if u:
-                    prev_space = u.endswith(" ")
-                if not rem:
-                    prev_space = False
-                if not u:
-                    continue
-            out.append(u.replace(" ", space) if self.escape_whitespaces else u)
-        s = "".join(out)
-        return s.rstrip(space) if rem else s
-
-
-
 class SentencePieceLevel:
     """SentencePiece's alphabet and split: code points as symbols (a single-character
     piece's id, else an unknown symbol ``n_pieces + code point`` that ``postprocess``
@@ -576,7 +422,7 @@ class SentencePieceDecoder:
             t = types[i]
             if t == BYTE:
                 state["emitted"] += 1
-                return bytes([_BYTE_PIECES[pieces[i]]])
+                return bytes([BYTE_PIECES[pieces[i]]])
             if state["seen"] or state["emitted"]:
                 state["first"] = False
             state["seen"] = False

@@ -15,11 +15,11 @@ import warnings
 
 from .errors import ModelFormatError
 from .io import sentencepiece_model as spm_io
+from .sentencepiece_normalizer import SentencePieceNormalizer
 from .sentencepiece_parts import (
     PieceModel,
     SentencePieceDecoder,
     SentencePieceLevel,
-    SentencePieceNormalizer,
 )
 from .tokenizer import Tokenizer
 

@@ -16,7 +16,8 @@ import numpy as np
 from .errors import TrainingError
 from .io.sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED
 from .merge_loop import TIE_RULES, run_merge_kernel
-from .sentencepiece_parts import WS, SentencePieceNormalizer, _byte_piece, check_str
+from .sentencepiece_normalizer import WS, SentencePieceNormalizer
+from .sentencepiece_parts import byte_piece, check_str
 from .sentencepiece_style import sentencepiece_tokenizer
 from .tokenizer import Tokenizer
 from .word_table import word_table
@@ -64,7 +65,7 @@ def train_sentencepiece(texts, vocab_size, *, byte_fallback=True, split_digits=T
         meta[pid] = (piece, ptype)
     extra = [(s, CONTROL) for s in control_symbols] + [(s, USER_DEFINED) for s in user_defined_symbols]
     if byte_fallback:
-        extra += [(_byte_piece(b), BYTE) for b in range(256)]
+        extra += [(byte_piece(b), BYTE) for b in range(256)]
     seen = {p for p, _ in meta.values()}
     nxt = 0
     for piece, ptype in extra:

@@ -84,6 +84,15 @@ class SpecialTokens:
     def __setstate__(self, state):
         self.__init__(state["ids"])
 
+    def vocab(self, token_bytes: list) -> list:
+        """The bytes of every id: the regular tokens', then the special tokens' UTF-8 at their
+        ids; ids no token has (gaps between special ids) hold None (decoding one is an error)."""
+        size = max([len(token_bytes)] + [tid + 1 for tid in self.ids.values()])
+        vocab = list(token_bytes) + [None] * (size - len(token_bytes))
+        for token, tid in self.ids.items():
+            vocab[tid] = token.encode("utf-8")
+        return vocab
+
     def sets(self, allowed_special, disallowed_special) -> tuple[frozenset, frozenset]:
         """The allowed and disallowed tokens of an encode call (``"all"`` or names)."""
         names = set(self.ids)

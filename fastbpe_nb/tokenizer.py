@@ -23,8 +23,8 @@ import os
 import numpy as np
 
 from .decoder import StreamDecoder, TableDecoder
-from .encoder import Encoder, join_flat
-from .layout import ByteLevel, CharLevel
+from .encoder import Encoder
+from .layout import make_level
 from .model import MergeModel
 from .specials import SpecialTokens, check_special_tokens
 from .text import UnicodeNormalizer
@@ -70,22 +70,12 @@ class Tokenizer:
     def __init__(self, merges=(), pattern="gpt2", special_tokens=(), *, base="bytes",
                  alphabet=None, end_of_word=None, tie_break=None, merge_counts=None,
                  byte_order=None, merge_mode="pairs", normalization=None, _source=None):
-        if base not in ("bytes", "chars"):
-            raise ValueError(f"base must be 'bytes' or 'chars', not {base!r}")
         if merge_mode not in ("pairs", "ranks"):
             raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {merge_mode!r}")
         normalizer = UnicodeNormalizer(normalization)
         if merge_mode == "ranks" and base != "bytes":
             raise ValueError("merge_mode='ranks' (tiktoken's rule) needs base='bytes'")
-        if base == "bytes":
-            for name, value in (("alphabet", alphabet), ("end_of_word", end_of_word)):
-                if value is not None:
-                    raise ValueError(f"{name} is only for base='chars'")
-            level = ByteLevel(pattern, byte_order, _source)
-        else:
-            if byte_order is not None:
-                raise ValueError("byte_order is only for base='bytes'")
-            level = CharLevel(pattern, alphabet, end_of_word, _source)
+        level = make_level(base, pattern, alphabet, end_of_word, byte_order, _source)
         model = MergeModel(merges, level.base_bytes, merge_mode, _source)
         self._assemble(model, level, normalizer, special_tokens, None, _source)
         self.tie_break = tie_break
@@ -107,17 +97,12 @@ class Tokenizer:
             special_tokens = SpecialTokens(check_special_tokens(special_tokens, n_regular,
                                                                 source=source))
         self.specials = special_tokens
-        ids = special_tokens.ids
-        size = max([n_regular] + [tid + 1 for tid in ids.values()])
-        # Ids no token has (gaps between special ids) hold None: decoding one is an error.
-        self._vocab = list(model.token_bytes) + [None] * (size - n_regular)
-        for token, tid in ids.items():
-            self._vocab[tid] = token.encode("utf-8")
+        self._vocab = special_tokens.vocab(model.token_bytes)
         if decoder is None:
             eow = getattr(level, "end_of_word", None)
             decoder = TableDecoder(self._vocab, n_regular, eow.encode("utf-8") if eow else None)
         self.decoder = decoder
-        self._encoder = Encoder(level, normalizer, special_tokens, self._tables, size,
+        self._encoder = Encoder(level, normalizer, special_tokens, self._tables, len(self._vocab),
                                 getattr(model, "postprocess", None),
                                 4 if level.kind == "pieces" else 8)
 
@@ -173,26 +158,17 @@ class Tokenizer:
     @property
     def merges(self) -> np.ndarray:
         """int32[n, 2]: the merge pairs in rank order (SentencePiece: the pair table's)."""
-        if getattr(self.model, "merges", None) is None:
+        if not hasattr(self.model, "merges"):  # SentencePiece: made with its pair table
             self._tables()
         return self.model.merges
 
-    @property
-    def merge_ids(self) -> np.ndarray:
-        """int32[n]: the id each merge produces."""
-        self.merges
-        return self.model.merge_ids
+    merge_ids = property(lambda self: (self.merges, self.model.merge_ids)[1],
+                         doc="int32[n]: the id each merge produces.")
 
-    @property
-    def vocab(self) -> list:
-        """Bytes of every id (index = id), special tokens included (as their UTF-8 text);
-        None for an unused id. Built once and shared: do not modify it."""
-        return self._vocab
-
-    @property
-    def vocab_size(self) -> int:
-        """Number of ids, unused ids between special token ids included (``max id + 1``)."""
-        return len(self._vocab)
+    vocab = property(lambda self: self._vocab, doc="""Bytes of every id (index = id), special
+        tokens as their UTF-8, None for an unused id. Shared: do not modify it.""")
+    vocab_size = property(lambda self: len(self._vocab), doc="""Number of ids, unused ids
+        between special token ids included (``max id + 1``).""")
 
     @property
     def unused_ids(self) -> list[int]:
@@ -200,10 +176,7 @@ class Tokenizer:
         unused = getattr(self.decoder, "unused", None)
         return [] if unused is None else np.flatnonzero(unused).tolist()
 
-    @property
-    def n_regular(self) -> int:
-        """Number of non-special ids."""
-        return len(self.model.token_bytes)
+    n_regular = property(lambda self: len(self.model.token_bytes), doc="Non-special ids.")
 
     def normalize(self, text: str) -> str:
         """``text`` as the model sees it after the normalizer (SentencePiece: ``▁`` for spaces)."""
@@ -360,7 +333,7 @@ class Tokenizer:
 
     def to_huggingface(self, path) -> None:
         """Write a Hugging Face ``tokenizer.json`` (byte level, merge_mode="pairs")."""
-        from .io.huggingface_format import save_huggingface
+        from .io.huggingface_export import save_huggingface
 
         save_huggingface(self, path)
 
@@ -375,5 +348,3 @@ def _is_arrow(obj) -> bool:
     module = type(obj).__module__ or ""
     return module.startswith("pyarrow")
 
-
-__all__ = ["StreamDecoder", "Tokenizer", "join_flat"]

@@ -29,7 +29,7 @@ import pytest
 
 import fastbpe_nb as fb
 from fastbpe_nb.errors import ModelFormatError
-from fastbpe_nb.io.huggingface_format import save_huggingface as to_huggingface
+from fastbpe_nb.io.huggingface_export import save_huggingface as to_huggingface
 from fastbpe_nb.io.tiktoken_format import save_tiktoken as to_tiktoken
 from fastbpe_nb.loaders import from_huggingface, from_tiktoken
 from fastbpe_nb.reference import bytes_to_unicode
@@ -403,7 +403,7 @@ def test_undamaged_base_file_loads(tmp_path):
 def _small_hf_json() -> str:
     merges = [(97, 98), (256, 99), (99, 100), (32, 257)]
     tok = fb.Tokenizer(merges, pattern="cl100k", special_tokens=["<|endoftext|>"])
-    from fastbpe_nb.io.huggingface_format import huggingface_json
+    from fastbpe_nb.io.huggingface_export import huggingface_json
 
     return huggingface_json(tok)
 

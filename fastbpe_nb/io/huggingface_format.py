@@ -1,23 +1,6 @@
 """Hugging Face ``tokenizers`` files: ``tokenizer.json``, and GPT-2's ``vocab.json`` + ``merges.txt``.
 
-Writing produces a byte-level BPE ``tokenizer.json`` that ``tokenizers.Tokenizer.from_file``
-loads and that encodes exactly like the Tokenizer it came from:
-
-* ``model``: ``BPE`` with ``vocab`` (each token's bytes as GPT-2 byte-to-unicode characters
-  -> our id) and ``merges`` in rank order. HF's BPE is pair-keyed like our ``"pairs"`` mode,
-  and reuses the id of a merge result that already exists, as we do.
-* ``pre_tokenizer``: ``Sequence([Split(Regex(pattern), "Isolated"), ByteLevel(use_regex=False)])``
-  (just ``ByteLevel(use_regex=False)`` for ``pattern=None``). ``Isolated`` keeps text that no
-  match covers as pieces of their own, like our pre-tokenizer.
-* ``decoder``: ``ByteLevel``; ``added_tokens``: the special tokens (``special: true``) with
-  their ids (unused ids may lie between them, as in cl100k), also listed in the vocabulary
-  after the regular tokens (GPT-2's layout).
-* ``normalizer``: ``{"type": "NFC"}`` / ``{"type": "NFKC"}`` for a tokenizer with
-  ``normalization=``, else null. The special tokens are then ``normalized: true``, so HF,
-  like us, normalizes the whole text before it looks for them; loading reads NFC / NFKC back
-  (alone or as a one-step Sequence) and refuses any other normalizer by name.
-
-HF compiles the pattern with Oniguruma, not the ``regex`` module. The named patterns split the
+Writing is ``huggingface_export``. HF compiles the pattern with Oniguruma, not the ``regex`` module. The named patterns split the
 same way in both, except for one construct: in Oniguruma's (Ruby) syntax ``{n,m}+`` is *not*
 a possessive interval but a repeated one, ``(?:x{n,m})+``, so cl100k's ``\\p{N}{1,3}+`` would
 take a whole digit run ("1234567") as one piece where ``regex``/tiktoken cut it in threes.
@@ -40,137 +23,20 @@ import re
 from ..errors import ModelFormatError
 from ..pretokenize import NAMED_PATTERNS
 from ..byte_level import bytes_to_unicode
-from .atomic import atomic_write
 
 BYTE_TO_CHAR: dict[int, str] = bytes_to_unicode()
 CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_CHAR.items()}
 _BYTE_STR = [BYTE_TO_CHAR[b] for b in range(256)]
 
 #: A ``{n}+`` / ``{n,m}+`` quantifier: possessive in ``regex``, a repeated interval in Oniguruma.
-_POSSESSIVE_INTERVAL = re.compile(r"\{\d+(?:,\d*)?\}\+")
+POSSESSIVE_INTERVAL = re.compile(r"\{\d+(?:,\d*)?\}\+")
 #: The same, after a simple atom (``\p{..}``, an escape, a bracket class, a plain character).
-_ATOM_INTERVAL_PLUS = re.compile(
+ATOM_INTERVAL_PLUS = re.compile(
     r"(\\[pP]\{[^}]*\}|\\.|\[(?:\\.|[^\]\\])*\]|[^\\()\[\]{}|])(\{\d+(?:,\d*)?\})\+")
 
 
-def _to_hf(token: bytes) -> str:
+def to_hf(token: bytes) -> str:
     return "".join([_BYTE_STR[b] for b in token])
-
-
-def hf_pattern_string(pattern: str) -> str:
-    """The pattern as written into ``tokenizer.json`` (Oniguruma-safe).
-
-    Named patterns: ``{1,3}+`` -> ``{1,3}`` (see the module docstring). Any other regex
-    string is written as is, unless it uses a possessive interval ``{n,m}+``, whose meaning
-    differs in Oniguruma and cannot be rewritten safely in general (ValueError).
-    """
-    if pattern in NAMED_PATTERNS:
-        return NAMED_PATTERNS[pattern].replace("{1,3}+", "{1,3}")
-    if _POSSESSIVE_INTERVAL.search(pattern):
-        raise ValueError(
-            f"pattern {pattern!r} uses a possessive interval '{{n,m}}+', which Oniguruma (HF's "
-            "regex engine) reads as a repeated interval '(?:x{n,m})+': the tokenizer.json would "
-            "split differently; rewrite the pattern without it (e.g. '{n,m}' where nothing "
-            "follows the interval in its alternative)")
-    return pattern
-
-
-def huggingface_json(tok) -> str:
-    """The ``tokenizer.json`` text of ``tok`` (deterministic)."""
-    if tok.base != "bytes":
-        raise ValueError(
-            "to_huggingface writes byte-level BPE only: a char-mode tokenizer (base='chars') "
-            "has no tokenizer.json equivalent here")
-    if tok.merge_mode != "pairs":
-        raise ValueError(
-            "to_huggingface needs merge_mode='pairs': HF's BPE merges by pair rank, while this "
-            f"tokenizer uses merge_mode={tok.merge_mode!r} (tiktoken's rank-keyed rule, e.g. "
-            "loaded from a .tiktoken file), which can encode differently; rebuild it with "
-            "fb.Tokenizer(tok.merges, pattern=..., byte_order=tok.byte_order) if you accept "
-            "pair-keyed encoding")
-    vocab = tok.vocab
-    n = tok.n_regular
-    hf_vocab = {}
-    for i in range(n):
-        hf_vocab[_to_hf(vocab[i])] = i
-    specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
-    for token, tid in specials:
-        if token in hf_vocab:
-            raise ValueError(
-                f"special token {token!r} has the same text as the byte-level form of regular "
-                f"token {hf_vocab[token]}: HF's vocabulary cannot hold both")
-        hf_vocab[token] = tid
-    merges = [[_to_hf(vocab[a]), _to_hf(vocab[b])] for a, b in tok.merges.tolist()]
-    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                  "use_regex": False}
-    if tok.pattern is None:
-        pre_tokenizer = byte_level
-    else:
-        pre_tokenizer = {
-            "type": "Sequence",
-            "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": hf_pattern_string(tok.pattern)},
-                 "behavior": "Isolated", "invert": False},
-                byte_level,
-            ],
-        }
-    normalizer = None
-    if tok.normalization is not None:
-        normalizer = {"type": tok.normalization}
-        _check_specials_normalize(tok, specials)
-    doc = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        # With a normalizer, "normalized": true makes HF normalize the whole text before it
-        # looks for the special tokens, as we do (false would look in the raw text first).
-        "added_tokens": [
-            {"id": tid, "content": token, "single_word": False, "lstrip": False,
-             "rstrip": False, "normalized": normalizer is not None, "special": True}
-            for token, tid in specials
-        ],
-        "normalizer": normalizer,
-        "pre_tokenizer": pre_tokenizer,
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                    "use_regex": False},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": hf_vocab,
-            "merges": merges,
-        },
-    }
-    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
-
-
-def _check_specials_normalize(tok, specials):
-    """A special token that normalization changes can never be found in normalized text by
-    us, while HF would normalize it too and find it: refuse such an export."""
-    from ..text import normalize
-
-    for token, tid in specials:
-        if normalize(token, tok.normalization) != token:
-            raise ValueError(
-                f"special token {token!r} (id {tid}) is not in {tok.normalization} form: this "
-                "tokenizer never matches it in normalized text, a tokenizer.json would; "
-                "rename it to its normalized form")
-
-
-def save_huggingface(tok, path) -> None:
-    """Write ``tok`` as a Hugging Face ``tokenizer.json`` (atomically)."""
-    data = huggingface_json(tok).encode("utf-8")
-    with atomic_write(path) as f:
-        f.write(data)
-
-
-# ------------------------------------------------------------------------------ loading
 
 
 def _unique_keys(pairs):
@@ -225,8 +91,8 @@ def pattern_from_hf_regex(source: str, path=None, entry="pre_tokenizer") -> str:
         if source == string.replace("{1,3}+", "{1,3}"):
             return name
     # Oniguruma: x{n,m}+ is (?:x{n,m})+ -- rewrite it so the regex module means the same.
-    rewritten = _ATOM_INTERVAL_PLUS.sub(r"(?:\1\2)+", source)
-    if _POSSESSIVE_INTERVAL.search(rewritten):
+    rewritten = ATOM_INTERVAL_PLUS.sub(r"(?:\1\2)+", source)
+    if POSSESSIVE_INTERVAL.search(rewritten):
         raise _unsupported(
             f"the Split regex {source[:80]!r} has an interval '{{n,m}}+' after a group; "
             "Oniguruma reads it as a repeated interval and it cannot be translated safely",
@@ -491,7 +357,7 @@ def build_from_vocab(vocab: dict, merges: list[tuple[str, str]], specials: dict[
         i = next((i for i in range(min(len(got), n)) if got[i] != expected[i]), min(len(got), n))
         if i < n and i < len(got):
             reason = (f"id {i} is {by_id[i]!r:.40} in the vocabulary, but the merges create "
-                      f"{_to_hf(got[i])!r:.40} there")
+                      f"{to_hf(got[i])!r:.40} there")
         elif i < n:
             reason = (f"the vocabulary has {n} tokens but the bytes and merges make only "
                       f"{len(got)}: {by_id[i]!r:.40} (id {i}) is not the result of any merge")

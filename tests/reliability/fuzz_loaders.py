@@ -43,7 +43,7 @@ class Finding(Exception):
 def _seeds():
     """Small valid files of each format (trained here; deterministic)."""
     import fastbpe_nb as fb
-    from fastbpe_nb.io.huggingface_format import huggingface_json
+    from fastbpe_nb.io.huggingface_export import huggingface_json
     from fastbpe_nb.io.model_file import model_to_json
     from fastbpe_nb.io.tiktoken_format import tiktoken_bytes
     from rel_harness import code_like, prose

@@ -206,7 +206,7 @@ def _warmup_files(fmt):
         from fastbpe_nb.io.tiktoken_format import tiktoken_bytes
 
         return [tiktoken_bytes(tok)]
-    from fastbpe_nb.io.huggingface_format import huggingface_json
+    from fastbpe_nb.io.huggingface_export import huggingface_json
 
     return [huggingface_json(tok).encode()]
 
