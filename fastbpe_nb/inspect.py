@@ -240,7 +240,7 @@ def construction_tree(tok, token, _creators_cache=None) -> dict:
         base = {"id": i, "piece": visible(data), "bytes": data, "rank": None, "children": []}
         if i >= tok.n_regular:
             base["kind"] = "special"
-        elif i < tok.n_base:
+        elif i < tok.n_base or i not in creators:  # SentencePiece: no merge makes its pieces
             base["kind"] = "byte" if tok.base == "bytes" else "char"
         else:
             rank = creators[i]
