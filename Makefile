@@ -57,7 +57,7 @@ fuzz: $(STAMP)
 	$(PY) -m pip install --quiet atheris || true
 	$(PY) tests/reliability/fuzz_loaders.py -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10
 
-# Us against the peers on one machine, one run (the README's performance table).
+# Us against the peers on one machine, one run (docs/performance.md, "Peers on one vocabulary").
 compare: $(STAMP)
 	$(PY) benchmarks/compare_peers.py
 

@@ -46,6 +46,7 @@ time of ``encode("Hello world")``; ``--profile`` adds fastbpe_nb's per-stage pro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import importlib.util
@@ -702,6 +703,9 @@ def main(argv=None):
     p.add_argument("--no-startup", action="store_true", help="skip load time and per-call time")
     p.add_argument("--profile", action="store_true", help="add fastbpe_nb's per-stage profile")
     p.add_argument("--json", help="also write every measurement to this file")
+    p.add_argument("--markdown", metavar="PATH",
+                   help="also write the report into PATH (e.g. docs/performance.md) between "
+                        "<!-- compare_encoders:begin --> and <!-- compare_encoders:end -->")
     args = p.parse_args(argv)
     vocabs = [v for v in args.vocab.split(",") if v]
     workloads = [w for w in args.workloads.split(",") if w]
@@ -713,7 +717,23 @@ def main(argv=None):
             p.error(f"unknown {name} {bad[0]!r}; choose from {', '.join(known)}")
     if "fastbpe_nb" not in tools:
         tools.insert(0, "fastbpe_nb")  # the reference for "ids identical" and the ratios
+    if not args.markdown:
+        return run(args, vocabs, workloads, tools)
+    from markdown_report import Tee, check_section, provenance, write_section
 
+    check_section(args.markdown, "compare_encoders")  # bad markers fail now, not after an hour
+    header = provenance(["benchmarks/compare_encoders.py", *(sys.argv[1:] if argv is None
+                                                             else argv)])
+    tee = Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        status = run(args, vocabs, workloads, tools)
+    write_section(args.markdown, "compare_encoders", header + "\n\n" + tee.getvalue())
+    print(f"report written to {args.markdown}", file=sys.stderr)
+    return status
+
+
+def run(args, vocabs, workloads, tools) -> int:
+    """Measure every (vocabulary, workload, tool) and print the Markdown report."""
     print("## Encoding: fastbpe_nb and its peers on cl100k_base / o200k_base\n")
     print(f"Machine: {machine()}.  ")
     print(f"Versions: {versions()}.  ")

@@ -6,7 +6,7 @@ and has its own rules, so its merges are not comparable: only its time and compr
 are). Encoding (same vocabulary: ours exported): tiktoken and Hugging Face. Compared
 outputs are checked to agree (bpeasy's and HF's merges with ours under the matching tie
 rule; tiktoken's and HF's ids with ours). Prints Markdown: medians, ratios, and held-out
-bytes/token. The README's performance section is this script's output.
+bytes/token. docs/performance.md, "Peers on one vocabulary", is this script's output.
 
     python benchmarks/compare_peers.py            # default: 20 MB, vocab 16384, ~5 min
 """

@@ -10,6 +10,7 @@ merges equal bpeasy's (tie rule ``ids``) and Hugging Face's (``tie_break="hf"``)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -53,8 +54,27 @@ def main(argv=None):
     p.add_argument("--pattern", default="gpt2")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--skip-hf", action="store_true")
+    p.add_argument("--markdown", metavar="PATH",
+                   help="also write the report into PATH (e.g. docs/performance.md) between "
+                        "<!-- compare_training:begin --> and <!-- compare_training:end -->")
     args = p.parse_args(argv)
+    if not args.markdown:
+        return run(args)
+    from markdown_report import Tee, check_section, provenance, write_section
 
+    check_section(args.markdown, "compare_training")  # bad markers fail now, not after the run
+    header = provenance(["benchmarks/compare_training.py", *(sys.argv[1:] if argv is None
+                                                             else argv)])
+    tee = Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        status = run(args)
+    write_section(args.markdown, "compare_training", header + "\n\n" + tee.getvalue())
+    print(f"report written to {args.markdown}", file=sys.stderr)
+    return status
+
+
+def run(args) -> int:
+    """Train with each tool on the same corpus and print the Markdown report."""
     path, what = corpus_path(int(args.mb * 1e6))
     raw = path.read_bytes()
     docs = chunks(raw)

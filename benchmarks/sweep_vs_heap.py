@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/sweep_vs_heap.py [--model tok.json]
 
-The README's figures: a gpt2 model of vocabulary 1,200 (the reliability suite's, trained
-here when no model is given), pieces of 1 M and 16 M random digits and 16 M spaces; best
-of 3 each, kernels compiled (and timed apart) first. Both must give the same ids.
+The figures in docs/reliability.md (adversarial encoding speed): a gpt2 model of
+vocabulary 1,200 (the reliability suite's, trained here when no model is given), pieces of
+1 M and 16 M random digits and 16 M spaces; best of 3 each, kernels compiled (and timed
+apart) first. Both must give the same ids.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Training API: corpus -> word table -> merge kernel -> Tokenizer.
 
 The expensive part, learning the merges, is one call of ``kernels.merge.train_merges``
-on the word table (DESIGN.md section 2). ``word_table`` counts the words and lays the
-table out as flat arrays with fixed dtypes, ``merge_loop`` runs the kernel in a worker
+on the word table (docs/architecture.md, section 3). ``word_table`` counts the words and
+lays the table out as flat arrays with fixed dtypes, ``merge_loop`` runs the kernel in a worker
 thread (it releases the GIL) so that a progress bar can follow it and Ctrl-C can stop it
 cleanly; this module validates the options, reads corpus files, applies the memory
 budget between the phases and builds the Tokenizer.
@@ -175,7 +175,7 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, **options
     special_tokens : sequence of str
         Registered after the merged tokens; cut out of the training text, never merged.
     tie_break : {"ids", "hf", "first", "bytes"}
-        How equal pair counts are ordered (DESIGN.md section 3).
+        How equal pair counts are ordered (docs/architecture.md, section 5).
     base : {"bytes", "chars"}
         Byte-level BPE, or classic char-level BPE.
     end_of_word : str, optional

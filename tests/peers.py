@@ -67,7 +67,7 @@ Duplicate-result merges in practice: the two weaknesses above are read from the 
 sources and could not be triggered: 3,000 random tie-heavy word tables (alphabets of 2-3
 letters, trained to exhaustion, with and without max_token_length) and real corpora up to
 3 MB / 20,000 tokens never produced a merge whose result already existed, so the id-reuse
-rule of DESIGN.md (shared with HF) has not been exercised against a peer.
+rule of docs/semantics.md, "Training" (shared with HF) has not been exercised against a peer.
 
 tiktoken ``Encoding(name, pat_str, mergeable_ranks, special_tokens)``
 

@@ -82,7 +82,7 @@ def test_adversarial_timing(models):
     """, timeout=3600).check()
     rows = [r for r in res.result if r["pattern"] != "-"]  # without the calibration row
     table = res.stdout.split("RESULT")[0]
-    print(table)  # shown with pytest -s: the figures the README quotes
+    print(table)  # shown with pytest -s: the figures docs/reliability.md quotes
     adversarial = [r for r in rows if r["case"] != "prose"]
     assert len(adversarial) == len(PATTERNS) * len(CASES) * len(ENTRIES), table
     assert sorted((r["pattern"], r["entry"]) for r in rows if r["case"] == "prose") == sorted(
