@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: eb410db1448e1f45c233474698ef311041609cbb6dec2238220769c4896f5cef
+#: kernel cache stamp: 11bb4a34172b51f237d9da43585bb0760aa660280b493035007503d986f86223
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
