@@ -30,8 +30,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import fastbpe_nb as fb
-    from fastbpe_nb.kernels.encode import SWEEP_MARGIN, _merge_long, _merge_windowed
-    from fastbpe_nb.model import SWEEP_WINDOW
+    from fastbpe_nb.kernels.encode import _merge_long, _merge_windowed
+    from fastbpe_nb.model import SWEEP_MARGIN, SWEEP_WINDOW
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.model is None:

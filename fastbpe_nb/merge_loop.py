@@ -17,6 +17,9 @@ from .word_table import check_count_range
 UNLIMITED = 1 << 62
 #: The tie rules (``reference.py`` defines each; the merge kernel implements them).
 TIE_RULES = ("ids", "hf", "first", "bytes")
+#: The word index's budget is checked (and its resident rows counted) this many rows ahead
+#: (``train_merges``' ``index_check_rows``).
+INDEX_CHECK_ROWS = 1 << 20
 
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
@@ -45,7 +48,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
                              np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
                              UNLIMITED, 1, UNLIMITED, np.zeros(6, np.int64),
-                             np.empty((16, 2), np.int64))
+                             np.empty((16, 2), np.int64), INDEX_CHECK_ROWS)
         in_use = rss_bytes()
         shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
     bar = None
@@ -75,7 +78,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     try:
         result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
-            max_merges, max_ids, min_count, max_units, shared, nodes,
+            max_merges, max_ids, min_count, max_units, shared, nodes, INDEX_CHECK_ROWS,
             poll=show_progress, on_interrupt=ask_to_stop,
         )
     finally:

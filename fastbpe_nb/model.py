@@ -25,12 +25,14 @@ from .parallel import call_kernel
 LONG_PIECE = 48
 #: log2 of the per-block cache of encoded pieces.
 CACHE_BITS = 12
-#: Units per window of the rank sweep over a long piece (kernels.encode.SWEEP_WINDOW's reason).
+#: Units per window of the rank sweep over a long piece (why 8192: kernels.encode.encode_batch).
 SWEEP_WINDOW = 8192
+#: Overlap of consecutive sweep windows, in units, where their encodings must meet.
+SWEEP_MARGIN = 256
 #: Longest piece (in units) the per-block piece cache keeps; longer ones are rarely repeated.
 CACHE_UNITS = 24
 #: The encoder's tunables after the tables, in the kernels' argument order.
-TUNABLES = (CACHE_BITS, SWEEP_WINDOW, CACHE_UNITS)
+TUNABLES = (CACHE_BITS, SWEEP_WINDOW, SWEEP_MARGIN, CACHE_UNITS)
 
 
 def merge_array(merges, source=None) -> np.ndarray:

@@ -17,29 +17,29 @@ import base64
 
 import numpy as np
 
+# The bits (CLS_* character classes, FOLD_* contraction letters) are defined in the
+# kernel module, which the scanner compiles in; re-exported for the table's readers.
+from fastbpe_nb.kernels.unicode_classes import (  # noqa: F401
+    CLS_L,
+    CLS_LOWERISH,
+    CLS_N,
+    CLS_UPPERISH,
+    CLS_WS,
+    FOLD_D,
+    FOLD_E,
+    FOLD_L,
+    FOLD_M,
+    FOLD_R,
+    FOLD_S,
+    FOLD_T,
+    FOLD_V,
+)
+
 REGEX_VERSION = "2026.11.19"
 MAX_CODE_POINT = 0x10FFFF
 BLOCK_SIZE = 256
 N_STAGE1 = 4352
 N_UNIQUE_BLOCKS = 142
-
-# Character class bits (what the named patterns' classes match).
-CLS_L = 0x0001  # \p{L}
-CLS_N = 0x0002  # \p{N}
-CLS_WS = 0x0004  # \s
-CLS_UPPERISH = 0x0008  # o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
-CLS_LOWERISH = 0x0010  # o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}]
-
-# Case-insensitive contraction letters: FOLD_X is set on every code point
-# that (?i:x) matches in regex.
-FOLD_S = 0x0100
-FOLD_D = 0x0200
-FOLD_M = 0x0400
-FOLD_T = 0x0800
-FOLD_L = 0x1000
-FOLD_V = 0x2000
-FOLD_E = 0x4000
-FOLD_R = 0x8000
 
 # Code points matched by (?i:x) for each contraction letter x.
 CASE_INSENSITIVE_MATCHES = {

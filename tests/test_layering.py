@@ -39,7 +39,7 @@ FILE_MAX_LINES = {"fastbpe_nb/tokenizer.py": 350}
 KERNEL_CONSTANTS = {
     # Class-word bit layout of the Unicode tables (unicode_tables.py is generated with
     # these bits; the scanner's words carry them).
-    *(f"fastbpe_nb.unicode_tables:{name}" for name in (
+    *(f"fastbpe_nb.kernels.unicode_classes:{name}" for name in (
         "CLS_L", "CLS_N", "CLS_WS", "CLS_UPPERISH", "CLS_LOWERISH",
         "FOLD_S", "FOLD_D", "FOLD_M", "FOLD_T", "FOLD_L", "FOLD_V", "FOLD_E", "FOLD_R")),
     *(f"fastbpe_nb.kernels.scan:{name}" for name in (

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
 from fastbpe_nb.kernels.encode import (
-    SWEEP_MARGIN, _merge_long, _merge_sweep, _merge_windowed, sweep_rank_count,
+    _merge_long, _merge_sweep, _merge_windowed, sweep_rank_count,
 )
-from fastbpe_nb.model import SWEEP_WINDOW
+from fastbpe_nb.model import SWEEP_MARGIN, SWEEP_WINDOW
 from fastbpe_nb.kernels.hashing import build_rank_table
 
 from fbtest import NOJIT

@@ -26,7 +26,7 @@ BYTES = [bytes([b]) for b in range(256)]
 
 def kernel_parts(tokens):
     whole_keys, tok_off, tok_data = whole_token_table(tokens)
-    return recover_last_merges(tok_off, tok_data, whole_keys)
+    return recover_last_merges(tok_off, tok_data, whole_keys, FLAT_BYTES)
 
 
 def python_parts(tokens):

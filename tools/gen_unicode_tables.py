@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import importlib.util
 import sys
 import textwrap
 from pathlib import Path
@@ -45,28 +46,42 @@ MAX_CODE_POINT = 0x10FFFF
 BLOCK_SIZE = 256
 N_BLOCKS = (MAX_CODE_POINT + 1) // BLOCK_SIZE  # 4352
 
-# Bit layout.  These values are part of the kernel's compiled code (Numba
-# freezes imported integer constants), so they are fixed here rather than
-# derived from the data: changing them requires clearing the Numba cache.
+# Bit layout: defined in the kernel module ``fastbpe_nb/kernels/unicode_classes.py`` (the
+# scanner compiles them in, and as a kernel module a change to them renews the kernels'
+# cache stamps); here they are only paired with the ``regex`` class each one probes. The
+# module is loaded from its file so that the script runs without the package installed
+# and without importing (or compiling) anything else of it.
+REPO = Path(__file__).resolve().parents[1]
+CLASSES_MODULE = "fastbpe_nb.kernels.unicode_classes"
+
+
+def _load_bits():
+    path = REPO / "fastbpe_nb" / "kernels" / "unicode_classes.py"
+    spec = importlib.util.spec_from_file_location(CLASSES_MODULE, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BITS = _load_bits()
 CLASS_BITS = {
-    # name: (bit, regex pattern probed, meaning)
-    "CLS_L": (1 << 0, r"\p{L}", r"\p{L}"),
-    "CLS_N": (1 << 1, r"\p{N}", r"\p{N}"),
-    "CLS_WS": (1 << 2, r"\s", r"\s"),
-    "CLS_UPPERISH": (
-        1 << 3,
-        r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
-        r"o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
-    ),
-    "CLS_LOWERISH": (
-        1 << 4,
-        r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]",
-        r"o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}]",
-    ),
+    # name: (bit, regex pattern probed)
+    "CLS_L": (BITS.CLS_L, r"\p{L}"),
+    "CLS_N": (BITS.CLS_N, r"\p{N}"),
+    "CLS_WS": (BITS.CLS_WS, r"\s"),
+    "CLS_UPPERISH": (BITS.CLS_UPPERISH, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
+    "CLS_LOWERISH": (BITS.CLS_LOWERISH, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
 }
 # One bit per letter used in a case-insensitive contraction.
 FOLD_LETTERS = "sdmtlver"
-FOLD_BITS = {f"FOLD_{ch.upper()}": (1 << (8 + k), ch) for k, ch in enumerate(FOLD_LETTERS)}
+FOLD_BITS = {f"FOLD_{ch.upper()}": (getattr(BITS, f"FOLD_{ch.upper()}"), ch) for ch in FOLD_LETTERS}
+# The table is uint16 with one bit each; the fold test ``fold_bits & (fold_bits - 1)``
+# below reads the fold bits as the high byte.
+_ALL_BITS = [bit for bit, _ in CLASS_BITS.values()] + [bit for bit, _ in FOLD_BITS.values()]
+assert all(0 < b <= 0xFFFF and b & (b - 1) == 0 for b in _ALL_BITS), "a bit is not one uint16 bit"
+assert len(set(_ALL_BITS)) == len(_ALL_BITS), "two classes share a bit"
+assert all(bit >= 0x100 for bit, _ in FOLD_BITS.values()), "FOLD_* bits must be the high byte"
+assert all(bit < 0x100 for bit, _ in CLASS_BITS.values()), "CLS_* bits must be the low byte"
 
 
 def all_code_points_text() -> str:
@@ -90,7 +105,7 @@ def build_class_array() -> tuple[np.ndarray, dict[str, list[int]]]:
     text = all_code_points_text()
     classes = np.zeros(MAX_CODE_POINT + 1, dtype=np.uint16)
     masks = {}
-    for name, (bit, pattern, _meaning) in CLASS_BITS.items():
+    for name, (bit, pattern) in CLASS_BITS.items():
         masks[name] = probe(pattern, text)
         classes[masks[name]] |= bit
 
@@ -206,20 +221,19 @@ def render(stage1: np.ndarray, stage2: np.ndarray, fold_lists: dict[str, list[in
         '"""\n'
     )
     out.append("import base64\n\nimport numpy as np\n\n")
+    out.append(
+        "# The bits (CLS_* character classes, FOLD_* contraction letters) are defined in the\n"
+        "# kernel module, which the scanner compiles in; re-exported for the table's readers.\n"
+        f"from {CLASSES_MODULE} import (  # noqa: F401\n"
+    )
+    for name in sorted([*CLASS_BITS, *FOLD_BITS]):
+        out.append(f"    {name},\n")
+    out.append(")\n\n")
     out.append(f'REGEX_VERSION = "{regex.__version__}"\n')
     out.append(f"MAX_CODE_POINT = 0x{MAX_CODE_POINT:X}\n")
     out.append(f"BLOCK_SIZE = {BLOCK_SIZE}\n")
     out.append(f"N_STAGE1 = {len(stage1)}\n")
     out.append(f"N_UNIQUE_BLOCKS = {len(stage2) // BLOCK_SIZE}\n")
-    out.append("\n# Character class bits (what the named patterns' classes match).\n")
-    for name, (bit, _pattern, meaning) in CLASS_BITS.items():
-        out.append(f"{name} = 0x{bit:04X}  # {meaning}\n")
-    out.append(
-        "\n# Case-insensitive contraction letters: FOLD_X is set on every code point\n"
-        "# that (?i:x) matches in regex.\n"
-    )
-    for name, (bit, _letter) in FOLD_BITS.items():
-        out.append(f"{name} = 0x{bit:04X}\n")
     out.append("\n# Code points matched by (?i:x) for each contraction letter x.\n")
     out.append("CASE_INSENSITIVE_MATCHES = {\n")
     for letter in FOLD_LETTERS:

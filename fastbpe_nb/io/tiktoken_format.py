@@ -205,13 +205,13 @@ def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
     One kernel call (``kernels.recover.recover_last_merges``) runs ``_last_merge``'s rule
     for all tokens; ``_last_merge`` itself names the parts of a token that fails.
     """
-    from ..kernels.recover import recover_last_merges
+    from ..kernels.recover import FLAT_BYTES, recover_last_merges
     from ..parallel import call_kernel
 
     from ..model import whole_token_table
 
     whole_keys, tok_off, tok_data = whole_token_table(tokens)
-    parts = call_kernel(recover_last_merges, tok_off, tok_data, whole_keys)[256:]
+    parts = call_kernel(recover_last_merges, tok_off, tok_data, whole_keys, FLAT_BYTES)[256:]
     failed = np.flatnonzero(parts[:, 0] < 0)
     if failed.size:
         r = 256 + int(failed[0])

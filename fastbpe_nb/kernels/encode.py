@@ -34,8 +34,6 @@ LOW32 = np.int64(0xFFFFFFFF)
 #: The sweep keeps positions and its up to 3 n list entries in int32: longer pieces (over
 #: 700 MB) take the heap path.
 SWEEP_MAX_UNITS = (2**31 - 1) // 3
-#: Overlap of consecutive windows, in units, where their encodings must meet.
-SWEEP_MARGIN = 256
 #: Pieces of up to this many bytes are looked up by their packed bytes in the short-piece
 #: tables: two int64 keys hold 7 + 8 bytes and the length.
 SHORT_BYTES = 15
@@ -692,8 +690,8 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 @njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, cache_bits, sweep_window, cache_units, d0, d1, out,
-                  doc_counts):
+                  long_piece, sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units, d0,
+                  d1, out, doc_counts):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
     use_whole = whole_keys.shape[0] > 0
     use_short = short_table.shape[0] > 0 and not dropout > 0.0
@@ -790,7 +788,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 if head.shape[0] == 0:
                     head = np.full(sweep_ranks, -1, dtype=np.int32)
                 m = _merge_windowed(data, sym_map, s, n, keys, vals, head, sweep_window,
-                                    SWEEP_MARGIN, out, o)
+                                    sweep_margin, out, o)
             else:
                 big = out[o:o + n]  # ids never outgrow the piece's units
                 for k in range(n):
@@ -815,7 +813,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                 sweep_ranks, cache_bits, sweep_window, cache_units, n_blocks):
+                 sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units, n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -859,8 +857,11 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     cache_bits : int
         log2 of the per-block piece cache size.
     sweep_window : int
-        Units per window of the rank sweep (must exceed ``SWEEP_MARGIN``): about 40 bytes
+        Units per window of the rank sweep (must exceed ``sweep_margin``): about 40 bytes
         of scratch per unit; 8192 keeps a window's work in a 1 MiB L2 cache.
+    sweep_margin : int
+        Overlap of consecutive sweep windows, in units, where their encodings must meet
+        (``sweep_window > sweep_margin > 0``; see ``_merge_windowed``).
     cache_units : int
         Pieces of at most this many units are kept in the per-block cache.
     n_blocks : int
@@ -882,15 +883,15 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
                       vals, whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                      long_piece, sweep_ranks, cache_bits, sweep_window, cache_units, d0, d1, out,
-                      doc_counts)
+                      long_piece, sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units,
+                      d0, d1, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
 def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                  sweep_ranks, cache_bits, sweep_window, cache_units):
+                  sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units):
     """``encode_batch`` on the calling thread only (no thread pool is started).
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
@@ -901,8 +902,8 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, cache_bits, sweep_window, cache_units, 0, n_docs, out,
-                  doc_counts)
+                  long_piece, sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units, 0,
+                  n_docs, out, doc_counts)
     return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
 
 

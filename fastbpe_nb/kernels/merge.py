@@ -62,8 +62,6 @@ PROG_NEED = 4  # set when the kernel stopped for memory: the bytes it would have
 PROG_PHASE = 5  # ... and where: 1 setting up (first pair count), 2 merging
 STOPPED_ASKED = 1  # progress[2] values: stopped at the caller's request
 STOPPED_MEMORY = 2  # ... or because an allocation would exceed progress[PROG_BUDGET]
-#: The word index's budget is checked (and its resident rows counted) this many rows ahead.
-INDEX_CHECK_ROWS = 1 << 20
 
 
 def word_index_rows(n_symbols, n_words, max_word_len):
@@ -335,7 +333,7 @@ def _find_first(pairs, nodes, p, symbols, offsets, wlen, pos):
 
 @njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
-                 max_merges, max_ids, min_count, max_units, progress, nodes):
+                 max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows):
     """Learn up to ``max_merges`` merges from a word-frequency table.
 
     Parameters
@@ -374,6 +372,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     nodes : int64[cap, 2]
         Scratch for the word index (contents ignored). Grown (copied) when too small:
         pass ``word_index_rows(...)`` rows, allocated with np.empty, and it never is.
+    index_check_rows : int
+        When the word index needs rows beyond those counted so far, the budget is checked
+        (and its resident rows counted) for this many rows ahead at once (>= 1; the
+        Python side passes ``merge_loop.INDEX_CHECK_ROWS``).
 
     Returns
     -------
@@ -581,7 +583,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                      + _grow_bytes(touched, counters[2] + 4 * (e - s) + 4))
             more_rows = 0
             if need_rows > index_rows:  # new index rows become resident: count a block
-                more_rows = max(need_rows, min(index_rows + INDEX_CHECK_ROWS,
+                more_rows = max(need_rows, min(index_rows + index_check_rows,
                                                nodes.shape[0])) - index_rows
             if (extra or more_rows) and not _fits(
                     progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes + touched.nbytes

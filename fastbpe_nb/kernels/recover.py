@@ -10,11 +10,12 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: eb410db1448e1f45c233474698ef311041609cbb6dec2238220769c4896f5cef
+#: kernel cache stamp: 89498468ea5c8acc11fdf463280cb2d6371936d6d5068d5c9419b576857beddf
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
-#: quadratic.
+#: quadratic. A tunable: ``recover_last_merges`` takes it as ``flat_bytes``; this is what
+#: the Python caller (``io.tiktoken_format.recover_merges``) passes.
 FLAT_BYTES = 64
 
 
@@ -120,7 +121,7 @@ def _cut_heap(tok_data, s, n, r, longest, whole_keys, tok_off, bnd):
 
 
 @njit(cache=True, nogil=True)
-def recover_last_merges(tok_off, tok_data, whole_keys):
+def recover_last_merges(tok_off, tok_data, whole_keys, flat_bytes):
     """The two parts of every token's last merge under tiktoken's rule.
 
     Parameters
@@ -132,6 +133,9 @@ def recover_last_merges(tok_off, tok_data, whole_keys):
         The tokens' bytes, concatenated.
     whole_keys : int64[cap]
         Bytes -> rank table from ``kernels.encode.build_whole_table``.
+    flat_bytes : int
+        Tokens of up to this many bytes are cut by the flat scan, longer ones by the heap
+        (>= 0; the result is the same either way, only the time differs).
 
     Returns
     -------
@@ -149,11 +153,11 @@ def recover_last_merges(tok_off, tok_data, whole_keys):
     for t in range(min(256, n_tokens)):
         longest = max(longest, tok_off[t + 1] - tok_off[t])
     bnd = np.empty(max_len + 1, dtype=np.int64)
-    rk = np.empty(FLAT_BYTES, dtype=np.int64)
+    rk = np.empty(flat_bytes, dtype=np.int64)
     for r in range(256, n_tokens):
         s = tok_off[r]
         n = tok_off[r + 1] - s
-        if n <= FLAT_BYTES:
+        if n <= flat_bytes:
             parts = _cut_flat(tok_data, s, n, r, longest, whole_keys, tok_off, bnd, rk)
         else:
             parts = _cut_heap(tok_data, s, n, r, longest, whole_keys, tok_off, bnd)

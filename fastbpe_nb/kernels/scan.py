@@ -4,7 +4,8 @@ Each document is processed in two passes:
 
 1. :func:`decode_document` decodes its UTF-8 once into a per-character
    "class word" array (``uint32``: the ``CLS_*``/``FOLD_*`` bits of
-   ``fastbpe_nb.unicode_tables`` plus the ``CH_*`` bits below for the few
+   :mod:`fastbpe_nb.kernels.unicode_classes`, as stored in
+   ``fastbpe_nb.unicode_tables``, plus the ``CH_*`` bits below for the few
    ASCII characters the patterns name) and the byte offset of each character.
    Three ``CH_END`` sentinels follow the last character, so runs stop by
    themselves and two characters of lookahead never need a bounds check.
@@ -41,7 +42,7 @@ Facts the matchers rely on (all checked by the differential tests):
 import numpy as np
 from numba import njit
 
-from fastbpe_nb.unicode_tables import (
+from .unicode_classes import (
     CLS_L,
     CLS_LOWERISH,
     CLS_N,
@@ -56,6 +57,7 @@ from fastbpe_nb.unicode_tables import (
     FOLD_T,
     FOLD_V,
 )
+#: kernel cache stamp: c19dd79c1b610664138f184a76b4c9161641cd9c9e28b49ebeddcb80a852bfd5
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1

@@ -213,6 +213,7 @@ def test_word_index_bound_and_fallback():
 
     import fastbpe_nb as fb
     from fastbpe_nb.kernels.merge import train_merges, word_index_rows
+    from fastbpe_nb.merge_loop import INDEX_CHECK_ROWS
     from rel_harness import code_like, random_words
 
     rng = np.random.default_rng(5)
@@ -231,7 +232,7 @@ def test_word_index_bound_and_fallback():
             out = train_merges(word_bytes.astype(np.int32), offsets, counts,
                                np.arange(257, dtype=np.int64), np.arange(256, dtype=np.uint8),
                                np.arange(256, dtype=np.int64), 0, 1 << 40, 1 << 40, 1, 1 << 40,
-                               np.zeros(3, np.int64), nodes)
+                               np.zeros(3, np.int64), nodes, INDEX_CHECK_ROWS)
             results.append([a.tolist() for a in out])
         assert results[0] == results[1], name
         assert len(results[0][0]) > 10, name
@@ -246,6 +247,7 @@ def test_budget_stops_the_kernel_before_it_allocates():
     import numpy as np
 
     from fastbpe_nb.kernels.merge import PROG_NEED, PROG_PHASE, STOPPED_MEMORY, train_merges
+    from fastbpe_nb.merge_loop import INDEX_CHECK_ROWS
 
     symbols = np.frombuffer(b"hello world " * 1000, np.uint8).astype(np.int32)
     offsets = np.array([0, len(symbols)], np.int64)
@@ -254,7 +256,7 @@ def test_budget_stops_the_kernel_before_it_allocates():
     merges, _, _ = train_merges(symbols, offsets, np.ones(1, np.int64),
                                 np.arange(257, dtype=np.int64), np.arange(256, dtype=np.uint8),
                                 np.arange(256, dtype=np.int64), 0, 100, 1 << 40, 1, 1 << 40,
-                                progress, np.empty((0, 2), np.int64))
+                                progress, np.empty((0, 2), np.int64), INDEX_CHECK_ROWS)
     assert len(merges) == 0 and progress[2] == STOPPED_MEMORY and progress[PROG_PHASE] == 1
     assert progress[PROG_NEED] > 1000
 
