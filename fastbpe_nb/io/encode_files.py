@@ -60,7 +60,7 @@ from . import arrow_text
 from .arrow_text import row_group_batches
 from .atomic import (PendingFile, atomic_write, check_writable, folder_lock, fsync_dir,
                      name_error, remove_stale_temps)
-from .corpus import ARROW_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_paths, file_kind
+from .input_files import ARROW_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, expand_paths, file_kind
 
 SPECIAL_POLICIES = ("error", "allow", "text")
 TABLE_SUFFIXES = PARQUET_SUFFIXES + ARROW_SUFFIXES + JSONL_SUFFIXES
@@ -501,7 +501,7 @@ def _open_jsonl(path: str, columns: list[str]):
 
     import pyarrow as pa
 
-    from .corpus import jsonl_tables
+    from .jsonl_files import jsonl_tables
 
     if len(set(columns)) != len(columns):
         raise CorpusReadError(f"{path}: a column is asked for twice ({columns})")
