@@ -24,7 +24,8 @@ from .errors import (
     UnknownCharacterError,
     UnknownTokenError,
 )
-from .io.encode_files import encode_parquet, read_bin
+from .io.bin_files import read_bin
+from .io.encode_files import encode_parquet
 from .io.interop import from_huggingface, from_tiktoken
 from .io.model_file import load
 from .pretokenize import NAMED_PATTERNS, split

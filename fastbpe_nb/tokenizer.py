@@ -1185,6 +1185,21 @@ class Tokenizer:
 
         to_huggingface(self, path)
 
+    # Temporary thin wrappers (branch i16-split) so that io/ calls no private method; the
+    # lead's Tokenizer provides the real ones with these signatures.
+    def special_sets(self, allowed_special, disallowed_special):
+        """``(allowed, disallowed)`` frozensets of special-token names for these specs."""
+        return self._special_sets(allowed_special, disallowed_special)
+
+    def encode_batch_flat(self, texts, num_threads=None, allowed_special=(),
+                          disallowed_special="all", *, row_base=0, dropout=0.0, seed=0):
+        """``(ids int32[n], offsets int64[rows+1], valid bool[rows])`` of a pyarrow string
+        array; errors name rows from ``row_base``."""
+        n_threads = check_num_threads(num_threads) or os.cpu_count() or 1
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        return self._encode_arrow_flat(texts, allowed, disallowed, n_threads, row_base=row_base,
+                                       dropout=dropout, seed=seed)
+
 
 def _row_bytes(data: np.ndarray, doc_offsets: np.ndarray, row: int) -> bytes:
     return data[doc_offsets[row]:doc_offsets[row + 1]].tobytes()
