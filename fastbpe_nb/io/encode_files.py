@@ -40,7 +40,8 @@ import numpy as np
 
 from ..errors import EncodeOptionsError
 from .atomic import check_writable, remove_stale_temps
-from .encode_identity import LAYOUT_VERSION, input_identity, input_rows, model_sha256, output_complete
+from .encode_identity import (LAYOUT_VERSION, input_identity, input_rows, model_sha256,
+                              output_complete)
 from .encode_one_file import encode_one
 from .encode_plan import check_not_over_inputs, keep_list, plan_jobs
 
@@ -58,7 +59,7 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     inputs : path, glob, folder, or a list of them
     output : str
         Output folder (created if missing); one output per input file, at the input's path
-        relative to the inputs' common parent (see the module docstring).
+        relative to the inputs' common parent (see ``encode_plan``).
     column : str
         The text column (``string`` or ``large_string``).
     format : {"parquet", "bin"}

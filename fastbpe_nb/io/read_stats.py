@@ -15,7 +15,7 @@ class ReadStats:
     null_rows: int = 0
     invalid_utf8_replaced: int = 0
     invalid_utf8_bytes: int = 0
-    forced_cuts: int = 0  # text chunks cut inside a possible pre-token (see the module doc)
+    forced_cuts: int = 0  # text chunks cut inside a possible pre-token (see text_files)
     cuts_at_spaces: int = 0  # text chunks cut at a space (exact for the named patterns)
     skipped_files: list = field(default_factory=list)  # (path, reason): on_bad_input="skip"
     ignored: list = field(default_factory=list)  # (path, reason): hidden, not regular, twice
