@@ -17,7 +17,7 @@ import tarfile
 from pathlib import Path
 
 from fastbpe_nb.corpus import stdlib_texts
-from fastbpe_nb.io.corpus import safe_cut
+from fastbpe_nb.io.text_files import safe_cut
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("FASTBPE_BENCH_CACHE", ROOT / ".asv" / "data"))
@@ -76,7 +76,7 @@ def corpus_path(n_bytes: int) -> tuple[Path, str]:
 
 
 def chunks(raw: bytes, size: int = 1 << 20) -> list[str]:
-    """``raw`` cut into ~``size`` byte documents at safe boundaries (see fastbpe_nb.io.corpus)."""
+    """``raw`` cut into ~``size`` byte documents at safe boundaries (see fastbpe_nb.io.text_files)."""
     out = []
     start = 0
     while start < len(raw):

@@ -26,7 +26,7 @@ import fastbpe_nb as fb  # noqa: E402
 from bench_data import chunks, corpus_path  # noqa: E402
 from compare_encoding import mixed_documents  # noqa: E402
 from compare_training import machine  # noqa: E402
-from fastbpe_nb.io.corpus import safe_cut  # noqa: E402
+from fastbpe_nb.io.text_files import safe_cut  # noqa: E402
 
 
 def timed(fn, repeat):

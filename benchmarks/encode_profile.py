@@ -304,7 +304,7 @@ def profile_parquet(tok, path: str, n_threads: int, repeat: int, sep: int) -> Pr
     """``encode_parquet(format="bin")`` of one file, stage by stage."""
     import fastbpe_nb as fb
     from fastbpe_nb.io.arrow_text import text_buffers
-    from fastbpe_nb.io.encode_files import _row_batches, _slices
+    from fastbpe_nb.io.encode_inputs import open_input, text_slices
     from fastbpe_nb.pretokenize import piece_offsets
 
     prof = Profile()
@@ -315,7 +315,7 @@ def profile_parquet(tok, path: str, n_threads: int, repeat: int, sep: int) -> Pr
 
     def read():
         out = []
-        for _, table in _slices(_row_batches(path, ["text"]), "text", path):
+        for _, table in text_slices(open_input(path, ["text"])[1], "text", path):
             col = table.column("text")
             col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
             out.append(text_buffers(col)[:2])

@@ -24,7 +24,8 @@ from .errors import (
     UnknownCharacterError,
     UnknownTokenError,
 )
-from .io.encode_files import encode_parquet, read_bin
+from .io.bin_files import read_bin
+from .io.encode_files import encode_parquet
 from .loaders import from_huggingface, from_tiktoken, load
 from .pretokenize import NAMED_PATTERNS, split
 from .sentencepiece_style import (

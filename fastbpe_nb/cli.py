@@ -227,7 +227,7 @@ def cmd_train(args) -> int:
 
 
 def fb_paths(paths):
-    from .io.corpus import expand_paths
+    from .io.input_files import expand_paths
 
     return expand_paths(paths)
 

@@ -276,7 +276,7 @@ def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
     counted (``check_budget``, at PHASE_BYTES' pessimistic rate): under a budget no chunk may
     exceed 1/200 of it (2 MiB of 400 MiB), which leaves that check room.
     """
-    from .io.corpus import default_max_chunk_bytes
+    from .io.text_files import default_max_chunk_bytes
 
     for name, value in (("chunk_bytes", chunk_bytes), ("max_chunk_bytes", max_chunk_bytes)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
@@ -303,8 +303,10 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     import os
 
     from .counting import WordCounter, coalesce_batches
-    from .io.corpus import (DEFAULT_MAX_INVALID_UTF8, ReadStats, check_max_invalid_utf8,
-                            check_on_bad_input, expand_paths, iter_batches)
+    from .io.corpus import iter_batches
+    from .io.input_files import check_on_bad_input, expand_paths
+    from .io.read_stats import ReadStats
+    from .io.utf8_policy import DEFAULT_MAX_INVALID_UTF8, check_max_invalid_utf8
 
     pattern = pretokenize.resolve_pattern(pattern)
     pretokenize.compiled_pattern(pattern)
@@ -361,7 +363,7 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
     0.01) is the share of invalid UTF-8 a file may hold before it is refused. No file
     found, or no pre-token in them, is an error (``CorpusReadError`` / ``TrainingError``).
     """
-    from .io.corpus import expand_paths
+    from .io.input_files import expand_paths
     from .io.counts_file import is_counts_file, load_counts, save_counts
 
     t0 = time.perf_counter()
@@ -432,7 +434,7 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
 
 
 def file_is_arrow(path) -> bool:
-    from .io.corpus import file_kind
+    from .io.input_files import file_kind
 
     return file_kind(str(path)) == "arrow"
 

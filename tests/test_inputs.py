@@ -344,7 +344,8 @@ def test_jsonl_is_read_by_field(tmp_path):
 
 
 def test_jsonl_small_blocks_and_long_lines(tmp_path):
-    from fastbpe_nb.io.corpus import ReadStats, read_jsonl
+    from fastbpe_nb.io.jsonl_files import read_jsonl
+    from fastbpe_nb.io.read_stats import ReadStats
 
     docs = DOCS + ["a long line " * 50_000]
     write_jsonl(tmp_path / "c.jsonl", [{"text": d} for d in docs])
@@ -412,7 +413,7 @@ def test_symlinked_folders_are_followed_once(tmp_path):
     os.symlink(other, corpus / "linked")  # a symlinked subfolder: followed
     os.symlink(corpus, corpus / "loop")  # a loop: followed once, then detected
     os.symlink(corpus / "a.txt", corpus / "a_again.txt")  # the same file twice
-    from fastbpe_nb.io.corpus import expand_paths
+    from fastbpe_nb.io.input_files import expand_paths
 
     ignored = []
     files = expand_paths([corpus], ignored=ignored)
@@ -475,7 +476,8 @@ def test_long_lines_are_cut_at_spaces_without_changing_the_model(tmp_path, patte
 def test_no_cut_point_at_all_is_a_counted_forced_cut(tmp_path):
     path = tmp_path / "one_token.txt"
     path.write_text("ж" * 50_000)  # 100,000 bytes, one pre-token, no space
-    from fastbpe_nb.io.corpus import ReadStats, read_text
+    from fastbpe_nb.io.read_stats import ReadStats
+    from fastbpe_nb.io.text_files import read_text
 
     stats = ReadStats()
     batches = list(read_text(str(path), stats, chunk_bytes=1000, max_chunk_bytes=4097))

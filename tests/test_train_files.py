@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fastbpe_nb as fb
-from fastbpe_nb.io.corpus import safe_cut
+from fastbpe_nb.io.text_files import safe_cut
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

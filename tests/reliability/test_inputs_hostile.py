@@ -59,7 +59,8 @@ def test_named_fifo_or_device_is_an_error_or_skipped(tmp_path, target):
         status, value = outcome(lambda: fb.train_files([{good!r}, {path!r}], vocab_size=300,
                                                        on_bad_input="skip", return_report=True))
         emit([status, value[1]["files_skipped"] if status == "ok" else value])
-        from fastbpe_nb.io.corpus import read_text, ReadStats
+        from fastbpe_nb.io.read_stats import ReadStats
+        from fastbpe_nb.io.text_files import read_text
         emit(outcome(lambda: list(read_text({path!r}, ReadStats()))))  # even past the listing
     """)
     assert not res.timed_out, f"{target} blocked or ran away\n" + res.describe()
@@ -81,7 +82,7 @@ def test_symlink_loops_list_each_file_once(tmp_path):
         _, report = fb.train_files([{str(corpus / "**" / "*.txt")!r}], vocab_size=280,
                                    return_report=True)
         emit(report["files"])
-        from fastbpe_nb.io.corpus import expand_paths
+        from fastbpe_nb.io.input_files import expand_paths
         for spec in ({str(corpus)!r}, {str(corpus / "**" / "*.txt")!r}, {str(corpus / "**")!r}):
             ignored = []
             files = expand_paths([spec], ignored=ignored)

@@ -304,7 +304,7 @@ def huge_row_bound(out, source, fmt):
     compressed chunk, the decompressed page and, for a dictionary page, the dictionary as
     well as the row); plus pyarrow's list writer for Parquet output (per id). Training
     ("train": counting the row; no ids) gets the row and 48 MiB."""
-    from fastbpe_nb.io.encode_files import PARQUET_LIST_BYTES_PER_ID
+    from fastbpe_nb.io.encode_one_file import PARQUET_LIST_BYTES_PER_ID
 
     row, ids = out["row"], 4 * out["tokens"]
     bound = row + 1.1 * ids + (48 << 20)
@@ -381,13 +381,13 @@ def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
 
 
 def test_write_bin_pieces_equal_one_insert(monkeypatch):
-    """_write_bin, piece by piece, writes exactly np.insert(ids, ends, sep) (empty
+    """write_bin, piece by piece, writes exactly np.insert(ids, ends, sep) (empty
     documents, ends on piece boundaries, no ids at all)."""
     import io
 
     import numpy as np
 
-    import fastbpe_nb.io.encode_files as ef
+    import fastbpe_nb.io.bin_files as ef
 
     rng = np.random.default_rng(3)
     monkeypatch.setattr(ef, "BIN_PIECE_IDS", 7)
@@ -400,7 +400,7 @@ def test_write_bin_pieces_equal_one_insert(monkeypatch):
             ends[:2] = [7, 7]  # two ends on a piece boundary (an empty document)
             ends.sort()
         f = io.BytesIO()
-        written = ef._write_bin(f, ids, ends, 65535, dtype)
+        written = ef.write_bin(f, ids, ends, 65535, dtype)
         want = np.insert(ids.astype(dtype), ends, 65535).tobytes()
         assert f.getvalue() == want and written == len(want) // 2, (n_ids, n_docs)
 
