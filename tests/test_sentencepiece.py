@@ -433,3 +433,36 @@ def test_dict_input_counts_sentences():
     b = train_sentencepiece({t: 20 for t in texts}, vocab_size=3 + 256 + 30)
     assert a.model.pieces == b.model.pieces
     assert np.array_equal(a.model.scores, b.model.scores)
+
+
+@pytest.mark.parametrize("config", ["identity-bytes-digits", "nfkc-nobytes-keepspace"])
+def test_fastbpe_encode_of_a_sentencepiece_model_gives_its_ids(spm_models, corpus, config, tmp_path):
+    # The SentencePiece preset is a Tokenizer: `fastbpe encode` takes its .model (or our
+    # model file of it) to Parquet ids and to a .bin whose documents end in </s>, and the
+    # ids are sentencepiece's own; a null row stays null in Parquet and is absent in .bin.
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, held = corpus
+    sp = spm.SentencePieceProcessor(model_file=str(spm_models[config]))
+    docs = held[:150] + [None, ""]
+    pq.write_table(pa.table({"text": pa.array(docs, pa.string())}), tmp_path / "in.parquet")
+    from_sentencepiece(spm_models[config]).save(tmp_path / "m.json")
+    eos = sp.piece_to_id("</s>")
+    for model in (spm_models[config], tmp_path / "m.json"):
+        for fmt in ("parquet", "bin"):
+            out = tmp_path / f"out-{model.name}-{fmt}"
+            run = subprocess.run([sys.executable, "-m", "fastbpe_nb", "encode", "--model",
+                                  str(model), str(tmp_path / "in.parquet"), "-o", str(out),
+                                  "--format", fmt], capture_output=True, text=True, timeout=300)
+            assert run.returncode == 0, run.stderr
+            if fmt == "parquet":
+                got = pq.read_table(out / "in.parquet").column("ids").to_pylist()
+                assert got == [None if d is None else sp.encode(d) for d in docs]
+            else:
+                ids, _ = fb.read_bin(out / "in.bin")
+                assert ids.tolist() == [i for d in docs if d is not None
+                                        for i in sp.encode(d) + [eos]]
