@@ -1,12 +1,13 @@
 """Every entry point in child processes, after the parent has run the parallel kernels.
 
 Run as a script (by ``test_fork.py``, in a fresh interpreter per threading layer):
-``python rel_fork_child.py WORKDIR``. It builds one tokenizer per preset, runs every entry
-point in the parent (so Numba's thread pool has started, and the kernel tables are built),
-then runs the same entry points in workers of each start method (``fork``, ``forkserver``,
+``python rel_fork_child.py WORKDIR``. It builds one tokenizer per preset of
+``tests/presets.py`` (``FACTORIES``), runs every entry point in the parent (so Numba's
+thread pool has started, and the kernel tables are built), then runs the same entry points in workers of each start method (``fork``, ``forkserver``,
 ``spawn``) through a ``multiprocessing.Pool`` and through a DataLoader-style worker loop, and
-prints one JSON line: what differed from the parent (nothing, when all is well) and the
-threading layer that Numba really used.
+prints one JSON line: what differed from the parent (nothing, when all is well), which
+entry points failed in the parent itself (none may), and the threading layer that Numba
+really used.
 """
 
 from __future__ import annotations
@@ -16,14 +17,21 @@ import multiprocessing as mp
 import os
 import sys
 import tempfile
+from pathlib import Path
 
+# This repository's package and the presets of tests/presets.py (also in spawned workers,
+# which run this module's top level again).
+_TESTS = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_TESTS.parent), str(_TESTS)]
+
+import presets as preset_factories
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import fastbpe_nb as fb
 
-WORDS = ("the quick brown fox jumps over the lazy dog it's 2024 naïve café Straße Привет мир "
-         "東京 😀 don't we'll <|endoftext|> code = 42;\n\tindented").split(" ")
+#: Words of the presets' own sample (every preset's alphabet holds them), and a special token.
+WORDS = " ".join(preset_factories.SAMPLE).split(" ") + ["<|endoftext|>"]
 
 
 def documents(n: int, seed: int) -> list[str]:
@@ -34,20 +42,14 @@ def documents(n: int, seed: int) -> list[str]:
 
 
 def presets() -> dict:
-    """One tokenizer per preset, trained here (training runs the parallel counting kernel)."""
-    corpus = documents(400, seed=1)
-    return {
-        "bytes_gpt2": fb.train(corpus, vocab_size=400, pattern="gpt2",
-                               special_tokens=["<|endoftext|>"]),
-        "bytes_cl100k": fb.train(corpus, vocab_size=400, pattern="cl100k"),
-        "chars_eow": fb.train([d.replace("<|endoftext|>", "") for d in corpus], vocab_size=300,
-                              base="chars", end_of_word="</w>"),
-        "sentencepiece": fb.train(corpus, vocab_size=420, base="chars", whitespace="\u2581",
-                                  byte_fallback=True, split_digits=True),
-    }
+    """One tokenizer per preset of tests/presets.py (training runs the parallel counting
+    kernel); a preset whose peer data is missing here is left out."""
+    return preset_factories.available()
 
 
 TOKS: dict = {}
+#: Entry points that may refuse a preset, with a FastBPEError (char-level has no bytes form).
+MAY_REFUSE = ("encode_bytes",)
 
 
 def _install(toks):
@@ -55,53 +57,77 @@ def _install(toks):
     TOKS.update(toks)
 
 
-def run_all(job) -> dict:
-    """Every entry point of every preset on ``docs``; {preset/entry: result}."""
-    seed, docs = job
-    out = {}
-    for name, tok in TOKS.items():
-        key = name + "/"
-        if name == "sentencepiece":
-            out[key + "encode"] = [tok.encode(d) for d in docs]
-            out[key + "encode_to_numpy"] = [tok.encode_to_numpy(d).tolist() for d in docs]
-            out[key + "encode_batch"] = tok.encode_batch(docs, num_threads=2)
-            out[key + "encode_batch_arrow"] = tok.encode_batch(pa.array(docs), num_threads=2)
-            out[key + "decode"] = [tok.decode(ids) for ids in out[key + "encode_batch"]]
-            continue
-        if name == "chars_eow":
-            docs_c = [d.replace("<|endoftext|>", "") for d in docs]
-            out[key + "encode"] = [tok.encode(d) for d in docs_c]
-            out[key + "encode_batch"] = tok.encode_batch(docs_c, num_threads=2)
-            out[key + "count_tokens"] = list(map(int, tok.count_tokens(docs_c, num_threads=2)))
-            out[key + "decode"] = [tok.decode(ids) for ids in out[key + "encode_batch"]]
-            continue
-        kw = {"allowed_special": "all"} if tok.special_tokens else {}
-        out[key + "encode"] = [tok.encode(d, **kw) for d in docs]
-        out[key + "encode_ordinary"] = [tok.encode_ordinary(d) for d in docs]
-        out[key + "encode_to_numpy"] = [tok.encode_to_numpy(d, **kw).tolist() for d in docs]
-        out[key + "encode_bytes"] = [tok.encode_bytes(d.encode()) for d in docs]
-        out[key + "encode_batch"] = tok.encode_batch(docs, num_threads=2, **kw)
-        out[key + "encode_batch_arrow"] = tok.encode_batch(
-            pa.array(docs, pa.large_string()), num_threads=2, **kw).to_pylist()
-        out[key + "count_tokens"] = list(map(int, tok.count_tokens(docs, num_threads=2, **kw)))
-        out[key + "decode"] = [tok.decode(ids) for ids in out[key + "encode_batch"]]
+def _entry_points(tok, docs) -> dict:
+    """{entry: callable giving plain data} of every entry point of ``tok`` on ``docs``."""
+    kw = {"allowed_special": "all"}
+
+    def stream():
         sd = tok.stream_decoder()
-        out[key + "stream_decoder"] = "".join(sd.push(i) for ids in out[key + "encode"]
-                                              for i in ids) + sd.flush()
+        return "".join(sd.push(i) for d in docs for i in tok.encode(d, **kw)) + sd.flush()
+
+    def parquet():
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, "in.parquet")
             pq.write_table(pa.table({"text": docs}), src, row_group_size=7)
-            fb.encode_parquet(tok, src, os.path.join(tmp, "out"), num_threads=2,
-                              special="allow" if tok.special_tokens else "error")
-            out[key + "encode_parquet"] = pq.read_table(
-                os.path.join(tmp, "out", "in.parquet")).column("ids").to_pylist()
+            fb.encode_parquet(tok, src, os.path.join(tmp, "out"), num_threads=2, special="allow")
+            return pq.read_table(os.path.join(tmp, "out", "in.parquet")).column("ids").to_pylist()
+
+    return {
+        "encode": lambda: [tok.encode(d, **kw) for d in docs],
+        "encode_ordinary": lambda: [tok.encode_ordinary(d) for d in docs],
+        "encode_to_numpy": lambda: [tok.encode_to_numpy(d, **kw).tolist() for d in docs],
+        "encode_bytes": lambda: [tok.encode_bytes(d.encode()) for d in docs],
+        "encode_batch": lambda: tok.encode_batch(docs, num_threads=2, **kw),
+        "encode_batch_arrow": lambda: tok.encode_batch(
+            pa.array(docs, pa.large_string()), num_threads=2, **kw).to_pylist(),
+        "count_tokens": lambda: list(map(int, tok.count_tokens(docs, num_threads=2, **kw))),
+        "decode": lambda: [tok.decode(ids) for ids in tok.encode_batch(docs, num_threads=2, **kw)],
+        "stream_decoder": stream,
+        "encode_parquet": parquet,
+    }
+
+
+def run_all(job) -> dict:
+    """Every entry point of every preset on ``docs``: {preset/entry: result}. An entry
+    point that raises gives ``["raised", exception type, message]``: the same outcome is
+    expected everywhere, and the parent's own refusals are problems of their own
+    (see ``refusals``)."""
+    seed, docs = job
+    out = {}
+    for name, tok in TOKS.items():
+        for entry, fn in _entry_points(tok, docs).items():
+            try:
+                out[f"{name}/{entry}"] = fn()
+            except Exception as exc:  # noqa: BLE001 (reported, compared)
+                out[f"{name}/{entry}"] = ["raised", type(exc).__name__, str(exc)[:200]]
     # Training in the child: the parallel counting kernel again.
     out["train/merges"] = fb.train(documents(200, seed), vocab_size=320).merges.tolist()
     return out
 
 
+def refusals(result: dict) -> list[str]:
+    """The parent's entry points that raised: each is a problem, except a clear
+    FastBPEError from an entry point a preset may refuse (``MAY_REFUSE``)."""
+    errors = {k for k in dir(fb.errors) if isinstance(getattr(fb.errors, k), type)
+              and issubclass(getattr(fb.errors, k), fb.FastBPEError)}
+    bad = []
+    for key, value in result.items():
+        if isinstance(value, list) and value[:1] == ["raised"]:
+            if key.split("/")[-1] in MAY_REFUSE and value[1] in errors:
+                continue
+            bad.append(f"parent: {key} raised {value[1]}: {value[2]}")
+    return bad
+
+
+def _outcome(value):
+    """A result as compared: a raised exception by its type only (messages name paths)."""
+    if isinstance(value, list) and value[:1] == ["raised"]:
+        return value[:2]
+    return value
+
+
 def compare(name: str, got: dict, want: dict) -> list[str]:
-    bad = [f"{name}: {k}" for k in want if got.get(k) != want[k]]
+    bad = [f"{name}: {k}" for k in want if _outcome(got.get(k)) != _outcome(want[k])]
     return bad + [f"{name}: missing {k}" for k in want if k not in got]
 
 
@@ -139,7 +165,7 @@ def main(workdir: str) -> None:
     # The parent runs everything first: the pool starts and the kernel tables are built.
     want = [run_all(j) for j in jobs]
     layer = numba.threading_layer()
-    problems = []
+    problems = refusals(want[0])
     for method in ("fork", "forkserver", "spawn"):
         ctx = mp.get_context(method)
         with ctx.Pool(2, initializer=_install, initargs=(toks,)) as pool:
