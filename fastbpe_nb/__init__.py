@@ -23,6 +23,7 @@ from .errors import (
     TrainingError,
     UnknownCharacterError,
     UnknownTokenError,
+    UnsupportedInputError,
 )
 from .io.bin_files import read_bin
 from .io.encode_files import encode_parquet
@@ -60,6 +61,7 @@ __all__ = [
     "TrainingError",
     "UnknownCharacterError",
     "UnknownTokenError",
+    "UnsupportedInputError",
     "MemoryBudgetError",
     "count_to_file",
     "encode_parquet",

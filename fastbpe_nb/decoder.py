@@ -97,13 +97,29 @@ class TableDecoder:
         return self._flat
 
     def stream(self):
-        """A function id -> bytes for incremental decoding (None for an unknown id)."""
+        """A function id -> bytes for incremental decoding (None for an unknown id).
+
+        With an end-of-word marker, a word's trailing space is held back until the next
+        token: the text's last one is not a space between words (as ``decode_bytes``)."""
         table = self.table
 
         def push(token_id: int):
             return table[token_id] if 0 <= token_id < len(table) else None
 
-        return push
+        if self._ends_word is None:
+            return push
+        held = [b""]
+
+        def push_words(token_id: int):
+            data = push(token_id)
+            if data is None:
+                return None
+            out, held[0] = held[0] + data, b""
+            if out.endswith(b" ") and self._ends_word[token_id]:
+                out, held[0] = out[:-1], b" "
+            return out
+
+        return push_words
 
 
 class StreamDecoder:

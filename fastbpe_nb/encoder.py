@@ -22,7 +22,7 @@ from . import pretokenize
 # A single text longer than SEGMENT_BYTES (UTF-8 bytes) is pre-tokenized and encoded this
 # many bytes at a time (see Encoder.encode_huge); tests patch it here.
 from ._scanner import SEGMENT_BYTES
-from .errors import InvalidUTF8Error
+from .errors import InvalidUTF8Error, UnsupportedInputError
 from .parallel import run_encode
 from .text import clean_text
 
@@ -193,6 +193,13 @@ class Encoder:
             n_ids += len(part)
             start = end
         return ids[:n_ids], len(ids)
+
+    def encode_bytes(self, data: bytes) -> np.ndarray:
+        """The ids of arbitrary bytes (byte level only: UnsupportedInputError otherwise)."""
+        if self.level.kind != "bytes":
+            raise UnsupportedInputError(f"encode_bytes needs a byte-level tokenizer: this one's "
+                                        f"units are {self.level.kind} (encode text instead)")
+        return self.run(self.level.layout_bytes(data))[0]
 
     # ------------------------------------------------------------------ batches
     def encode_list(self, texts: list, allowed, disallowed, n_threads: int) -> list[list[int]]:

@@ -146,6 +146,11 @@ class OutOfMemoryError(FastBPEError, MemoryError):
     rows and an estimate of what they need (instead of a bare MemoryError)."""
 
 
+class UnsupportedInputError(FastBPEError, ValueError):
+    """The tokenizer cannot take this kind of input: arbitrary bytes (``encode_bytes``) for a
+    tokenizer whose units are characters (char level, SentencePiece)."""
+
+
 class MemoryBudgetError(TrainingError, MemoryError):
     """Training would exceed the ``max_memory`` budget the caller set."""
 

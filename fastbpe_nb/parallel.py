@@ -166,7 +166,18 @@ def call_kernel(kernel, *args):
     hop on the hot path). Under ``NUMBA_DISABLE_JIT=1`` kernels are plain functions.
     """
     if getattr(kernel, "overloads", True):
-        return kernel(*args)
+        try:
+            return kernel(*args)
+        except SystemError as exc:
+            # A SIGINT whose Python handler runs while the dispatcher boxes the result (in
+            # Numba's unpickling of a constant) surfaces as "returned a result with an
+            # exception set", the KeyboardInterrupt as its cause: raise it as what it is.
+            cause = exc
+            while cause is not None and not isinstance(cause, KeyboardInterrupt):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None:
+                raise
+            raise KeyboardInterrupt from None
     return run_shielded(_load_and_call, kernel, args)
 
 

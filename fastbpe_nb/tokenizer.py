@@ -232,10 +232,7 @@ class Tokenizer:
         Byte level only. Each invalid byte is one "other" character for pre-tokenization;
         special tokens are not recognised.
         """
-        if self.base != "bytes":
-            raise ValueError(f"encode_bytes needs a byte-level tokenizer (this one is {self.base!r})")
-        ids, _ = self._encoder.run(self.level.layout_bytes(bytes(data)))
-        return self._encoder.id_list(ids)
+        return self._encoder.id_list(self._encoder.encode_bytes(bytes(data)))
 
     def encode_batch(self, texts, num_threads=None, allowed_special=(), disallowed_special="all"):
         """Encode many documents at once, on all cores.
