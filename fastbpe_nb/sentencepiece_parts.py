@@ -324,7 +324,7 @@ class SentencePieceLevel:
     def __init__(self, model: PieceModel, escape_whitespaces=True):
         self.model = model
         self.escape_whitespaces = bool(escape_whitespaces)
-        self.sym_map = None  # built with the model's symbols (identity over all symbols)
+        self._sym_map = None
         user = sorted(model.user_defined, key=lambda s: (-len(s), s))
         self._user_re = re.compile("|".join(re.escape(u) for u in user)) if user else None
 
@@ -338,6 +338,14 @@ class SentencePieceLevel:
         return (isinstance(other, SentencePieceLevel) and self.model == other.model
                 and self.escape_whitespaces == other.escape_whitespaces)
 
+    @property
+    def sym_map(self) -> np.ndarray:
+        """The identity over every symbol (pieces, then unknown code points): the units are
+        symbol ids already."""
+        if self._sym_map is None:
+            self._sym_map = np.arange(len(self.model.pieces) + N_CODEPOINTS, dtype=np.int32)
+        return self._sym_map
+
     def scanned(self) -> bool:
         return False
 
@@ -346,8 +354,6 @@ class SentencePieceLevel:
         """The layout of ``texts`` (normalized here), symbols as int32 units."""
         texts = [normalizer.normalize(check_str(t, i)) for i, t in enumerate(texts)]
         cp_to_sym, ws_inside = self.model.symbols()
-        if self.sym_map is None:
-            self.sym_map = np.arange(len(self.model.pieces) + N_CODEPOINTS, dtype=np.int32)
         n_docs = len(texts)
         user_re = self._user_re
         joined = "".join(texts)
