@@ -29,6 +29,7 @@ Single-threaded work never needs the pool: each parallel kernel has a serial twi
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
@@ -114,34 +115,65 @@ def run_shielded(fn, *args, poll=None, on_interrupt=None):
     no native code is ever abandoned mid-call. While waiting, ``poll()`` runs about every
     50 ms (a progress bar); ``on_interrupt()`` runs at the first Ctrl-C (e.g. to ask a
     long kernel to stop early).
+
+    The helper is a bare ``_thread`` thread, not a ``threading.Thread``: every Thread is
+    entered in ``threading._dangling``, a WeakSet whose Python callback runs when the
+    Thread object is freed -- here, on the calling thread, after the call. A Python signal
+    handler can run inside any Python code, that callback included, and an exception raised
+    in a weakref callback is printed as "Exception ignored" and dropped: about one Ctrl-C
+    in 500 was lost that way (the loop went on for ever). Nothing here runs Python code on
+    the calling thread outside the ``try`` below.
     """
-    result = {}
+    state = {}
+    finished = _thread.allocate_lock()
+    finished.acquire()
+    claim = _thread.allocate_lock()
+    trace, profile = threading.gettrace(), threading.getprofile()
 
     def target():
-        if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+        if not claim.acquire(False):
+            return  # a second start (see below): the first helper runs fn
         try:
-            result["value"] = fn(*args)
+            if hasattr(signal, "pthread_sigmask"):
+                signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+            if trace is not None or profile is not None:  # as threading.Thread does
+                sys.settrace(trace)
+                sys.setprofile(profile)
+            state["value"] = fn(*args)
         except BaseException as exc:  # handed to the waiting thread
-            result["error"] = exc
+            state["error"] = exc
+        finally:
+            state["done"] = True  # before the release: the waiter tests it, not the lock
+            finished.release()
 
-    worker = threading.Thread(target=target, name="fastbpe-kernel", daemon=True)
-    worker.start()
+    started = False
     interrupted = None
-    while worker.is_alive():
+    while "done" not in state:
         try:
-            worker.join(0.05)
+            if not started:
+                # Inside the try: a Ctrl-C just after the start must not leave fn running
+                # behind the caller's back. It may land just before or just after the start
+                # (we cannot tell which), so the start is repeated; a second helper finds
+                # fn claimed and ends at once.
+                _thread.start_new_thread(target, ())
+                started = True
+            finished.acquire(timeout=0.05)
             if poll is not None:
                 poll()
         except KeyboardInterrupt as exc:
             if interrupted is None and on_interrupt is not None:
                 on_interrupt()
             interrupted = exc
-    if interrupted is not None:
-        raise interrupted
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+    error = interrupted if interrupted is not None else state.pop("error", None)
+    interrupted = None
+    if error is not None:
+        try:
+            raise error
+        finally:
+            # The traceback holds this frame: a local naming the exception would make a
+            # cycle, freed (with the kernel's arrays) only by some later garbage collection.
+            error = None
+    return state["value"]
 
 
 def _call(kernel, n, args):
