@@ -120,9 +120,10 @@ def run_shielded(fn, *args, poll=None, on_interrupt=None):
     entered in ``threading._dangling``, a WeakSet whose Python callback runs when the
     Thread object is freed -- here, on the calling thread, after the call. A Python signal
     handler can run inside any Python code, that callback included, and an exception raised
-    in a weakref callback is printed as "Exception ignored" and dropped: about one Ctrl-C
-    in 500 was lost that way (the loop went on for ever). Nothing here runs Python code on
-    the calling thread outside the ``try`` below.
+    in a weakref callback is printed as "Exception ignored" and dropped: one Ctrl-C in
+    several hundred was lost that way (the encode loop went on for ever). Here the calling
+    thread runs no Python code it does not call itself, and waits inside the ``try``
+    (tests/reliability/test_sigint.py interrupts every point of a call in turn).
     """
     state = {}
     finished = _thread.allocate_lock()
