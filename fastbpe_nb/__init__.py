@@ -39,7 +39,7 @@ from .sentencepiece_train import train_sentencepiece
 from .decoder import StreamDecoder
 from .tokenizer import Tokenizer
 from .errors import MemoryBudgetError
-from .training import count_to_file, train, train_files
+from .training import count_to_file, merge_counts_files, train, train_files
 
 __version__ = "0.1.0"
 
@@ -64,6 +64,7 @@ __all__ = [
     "UnsupportedInputError",
     "MemoryBudgetError",
     "count_to_file",
+    "merge_counts_files",
     "encode_parquet",
     "from_huggingface",
     "from_sentencepiece",

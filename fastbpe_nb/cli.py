@@ -205,7 +205,7 @@ def cmd_train(args) -> int:
                    num_threads=args.threads)
     if args.pattern != "default":
         options["pattern"] = None if args.pattern == "none" else args.pattern
-    sources = list(args.files) + ([args.from_counts] if args.from_counts else [])
+    sources = list(args.files) + list(args.from_counts or [])
     if args.from_counts and args.files:
         raise FastBPEError("give either corpus files or --from-counts, not both")
     if args.base == "chars":
@@ -237,6 +237,17 @@ def cmd_count(args) -> int:
 
     pattern = None if args.pattern == "none" else args.pattern
     removed = _prepare_output_file(args.output)
+    if args.merge:
+        report = fb.merge_counts_files(args.files, args.output, min_count=args.min_count)
+        report["stale_temp_files_removed"] = removed
+        if not args.quiet:
+            print(json.dumps(report, indent=2))
+            print(f"wrote {args.output}: {report['unique_words']:,} unique words from "
+                  f"{len(args.files)} counts files ({report['words_pruned']:,} words under "
+                  f"--min-count {args.min_count} pruned)")
+        return 0
+    if args.min_count != 1:
+        raise FastBPEError("--min-count applies to --merge (prune the merged table)")
     report = fb.count_to_file(args.files, args.output, column=args.column, pattern=pattern,
                               special_tokens=args.special or (), on_bad_input=args.on_bad_input,
                               progress=_progress(args), max_memory=_memory(args.max_memory),
@@ -445,7 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a tokenizer on corpus files (text, Parquet, Arrow)")
     t.add_argument("files", nargs="*", help="files, globs or folders")
     t.add_argument("-o", "--output", required=True)
-    t.add_argument("--from-counts", help="train from a counts file written by `fastbpe count`")
+    t.add_argument("--from-counts", nargs="+", metavar="COUNTS", help="train from counts files "
+                   "written by `fastbpe count` (several: shards, merged exactly)")
     t.add_argument("--vocab-size", type=int, default=32768)
     t.add_argument("--pattern", default="default", help="gpt2, cl100k, o200k, a regex, or none")
     t.add_argument("--tie-break", default="ids", choices=["ids", "hf", "first", "bytes"])
@@ -461,6 +473,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("files", nargs="+", help="files, globs or folders")
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--pattern", default="gpt2", help="gpt2, cl100k, o200k, a regex, or none")
+    c.add_argument("--merge", action="store_true", help="FILES are counts files (shards): "
+                   "merge them exactly into one (counts summed, rows sorted by word bytes)")
+    c.add_argument("--min-count", type=int, default=1, help="with --merge: drop words counted "
+                   "fewer times in total (the number dropped is reported)")
     corpus_options(c)
     c.set_defaults(func=cmd_count)
 

@@ -364,14 +364,27 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
     found, or no pre-token in them, is an error (``CorpusReadError`` / ``TrainingError``).
     """
     from .io.input_files import expand_paths
-    from .io.counts_file import is_counts_file, load_counts, save_counts
+    from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
     t0 = time.perf_counter()
     ignored, skipped = [], []
     files = expand_paths(paths, on_bad_input, ignored, skipped)
     report = {}
-    if len(files) == 1 and file_is_arrow(files[0]) and is_counts_file(files[0]):
-        word_bytes, offsets, counts, meta = load_counts(files[0])
+    are_counts = [file_is_arrow(f) and is_counts_file(f) for f in files]
+    if any(are_counts) and not all(are_counts):
+        corpus = files[are_counts.index(False)]
+        raise TrainingError(f"{corpus} is a corpus file, {files[are_counts.index(True)]} a counts "
+                            "file: train from corpus files or from counts files, not both")
+    if files and all(are_counts):
+        if len(files) == 1:
+            word_bytes, offsets, counts, meta = load_counts(files[0])
+        else:  # shards: summed exactly, rows by bytes (no corpus order)
+            word_bytes, offsets, counts, meta, merged = merge_counts(files)
+            report["counts_merged"] = merged
+        if options.get("tie_break") == "first" and meta.get("order", ORDER_FIRST) != ORDER_FIRST:
+            raise TrainingError(f"tie_break='first' needs the corpus order of first occurrences, "
+                                f"which merged counts ({', '.join(files)}) do not have; use "
+                                "'ids', 'hf' or 'bytes', or count the corpus in one pass")
         options = dict(options)
         given = options.get("pattern", "default")
         if given != "default":
@@ -387,7 +400,7 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
                                 f"not {given}: they decide what text was cut out")
         options["special_tokens"] = counted_specials
         opts = TrainOptions.make(vocab_size, **options)
-        report["counts_file"] = files[0]
+        report["counts_file"] = files[0] if len(files) == 1 else files
         require_words(counts, f"the counts file {files[0]} holds no word")
     else:
         opts = TrainOptions.make(vocab_size, **options)
@@ -437,6 +450,22 @@ def file_is_arrow(path) -> bool:
     from .io.input_files import file_kind
 
     return file_kind(str(path)) == "arrow"
+
+
+def merge_counts_files(paths, output, min_count: int = 1) -> dict:
+    """Merge counts files (shards of a corpus, counted anywhere) into one, exactly: counts
+    summed per word, rows sorted by the words' bytes (the same file whatever the order of
+    ``paths``), words below ``min_count`` pruned; returns the report (what was read and
+    pruned). ``fastbpe count --merge a.arrow b.arrow -o all.arrow``."""
+    from .io.counts_file import merge_counts, save_counts
+
+    t0 = time.perf_counter()
+    word_bytes, offsets, counts, meta, report = merge_counts(paths, min_count)
+    extra = {k: v for k, v in meta.items() if k not in ("pattern", "special_tokens")}
+    save_counts(output, word_bytes, offsets, counts, meta.get("pattern"),
+                meta.get("special_tokens", ()), extra=extra)
+    report.update(occurrences=int(counts.sum()), seconds=time.perf_counter() - t0)
+    return report
 
 
 def count_to_file(paths, output, column="text", *, pattern="gpt2", special_tokens=(), **kwargs):

@@ -1,9 +1,11 @@
 """Word-count tables as an artefact: one expensive counting pass serves many trainings.
 
 An Arrow IPC file with two columns, ``word`` (large_binary: the pre-token's UTF-8 bytes) and
-``count`` (int64), rows in first-occurrence order, and schema metadata recording how the
-words were made (pattern, special tokens, format version). Training from it reuses that
-pattern, so the model file describes the tokenizer that the counts imply.
+``count`` (int64), and schema metadata recording how the words were made (pattern, special
+tokens, format version) and the rows' order: first occurrence in the corpus (``fastbpe
+count``), or sorted by the words' bytes (``merge_counts`` of several files, e.g. shards
+counted on different machines). Training from it reuses that pattern, so the model file
+describes the tokenizer that the counts imply.
 """
 
 from __future__ import annotations
@@ -104,3 +106,73 @@ def load_counts(path):
         raise ModelFormatError("empty or malformed word entries", path, "word")
     data = data[start : start + (int(offsets[-1]) if len(offsets) else 0)]
     return data, offsets.astype(np.int64), counts, meta
+
+
+#: ``meta["order"]`` of a counts file: the rows in first-occurrence order of one corpus
+#: (``fastbpe count``; a file without the key is one of these), or sorted by the words'
+#: bytes (a merge of several files, which has no corpus order: the ``first`` tie rule
+#: cannot be used on it).
+ORDER_FIRST, ORDER_BYTES = "first", "bytes"
+
+
+def merge_counts(paths, min_count: int = 1):
+    """Merge counts files exactly: ``(word_bytes, offsets, counts, meta, report)``.
+
+    Every word's counts are summed in int64 over all files; the rows come out sorted by
+    the words' bytes, so the result is the same whatever the order of ``paths`` (and the
+    same as counting the concatenated corpora, up to row order). The files must have
+    been counted with the same pattern and special tokens (ModelFormatError otherwise,
+    naming the file). Words counted fewer than ``min_count`` times in total are pruned;
+    ``report`` says how many words and occurrences were (and per file what was read).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        raise ValueError("merge_counts needs at least one counts file")
+    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
+        raise ValueError(f"min_count must be a positive int, got {min_count!r}")
+    words, counts, first_meta, files = [], [], None, []
+    for path in paths:
+        data, offsets, cnt, meta = load_counts(path)
+        key = {k: meta.get(k) for k in ("pattern", "special_tokens")}
+        if first_meta is None:
+            first_meta = dict(meta, **key)
+        elif key != {k: first_meta.get(k) for k in key}:
+            raise ModelFormatError(
+                f"counted with pattern {key['pattern']!r} and special tokens "
+                f"{key['special_tokens']}, but {paths[0]} with {first_meta.get('pattern')!r} and "
+                f"{first_meta.get('special_tokens')}: counts of different pre-tokenizations do "
+                "not add up", path, "metadata")
+        words.append(pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(cnt), [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
+        counts.append(cnt)
+        files.append({"path": path, "words": int(len(cnt)), "occurrences": int(cnt.sum())})
+    # Exactness: int64 sums cannot overflow while the total stays below 2**62.
+    if sum(float(c.sum()) for c in counts) >= 2.0**62:
+        raise ModelFormatError("the counts add up to 2**62 or more, beyond exact int64 sums",
+                               paths[0], "count")
+    all_words = pa.concat_arrays(words) if len(words) > 1 else words[0]
+    all_counts = np.concatenate(counts)
+    order = pc.sort_indices(all_words).to_numpy()
+    sorted_words = all_words.take(pa.array(order))
+    new = np.ones(len(order), dtype=bool)
+    if len(order) > 1:
+        new[1:] = ~pc.equal(sorted_words[1:], sorted_words[:-1]).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(new)
+    summed = np.add.reduceat(all_counts[order], starts) if len(starts) else all_counts[:0]
+    keep = summed >= min_count
+    merged = sorted_words.take(pa.array(starts[keep]))
+    buffers = merged.buffers()
+    out_offsets = np.frombuffer(buffers[1], np.int64)[merged.offset:merged.offset + len(merged) + 1]
+    out_offsets = out_offsets - out_offsets[0] if len(out_offsets) else np.zeros(1, np.int64)
+    base = int(np.frombuffer(buffers[1], np.int64)[merged.offset]) if len(merged) else 0
+    out_data = (np.frombuffer(buffers[2], np.uint8)[base:base + int(out_offsets[-1])]
+                if buffers[2] is not None else np.zeros(0, np.uint8))
+    report = {"files": files, "unique_words": int(keep.sum()),
+              "words_pruned": int((~keep).sum()), "occurrences_pruned": int(summed[~keep].sum()),
+              "min_count": int(min_count)}
+    meta = {k: v for k, v in first_meta.items() if k not in ("format", "version")}
+    meta["order"] = ORDER_BYTES
+    return out_data.copy(), out_offsets.astype(np.int64), summed[keep].astype(np.int64), meta, report

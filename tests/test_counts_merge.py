@@ -1,0 +1,140 @@
+"""Counts that combine: shards counted apart merge exactly into the counts of the whole.
+
+``fastbpe count --merge`` / ``fb.merge_counts_files`` sum every word's counts over counts
+files (shards of a corpus, counted on different machines or at different times), in an
+order-independent way; ``train --from-counts`` takes several files. The result must be what
+one counting pass over the concatenated corpus gives (as a table, and as the merges trained
+from it), whatever the order of the shards.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fastbpe_nb as fb
+from fastbpe_nb.errors import ModelFormatError, TrainingError
+from fastbpe_nb.io.counts_file import load_counts
+
+
+def _corpus(seed=0, n_docs=300):
+    """Zipf-like words with punctuation, digits and non-ASCII (several pieces per word)."""
+    rng = random.Random(seed)
+    vocab = ["the", "cat", "sat", "on", "mat", "naïve", "café", "über", "дом", "猫", "x1",
+             "2024", "hello,", "world!", "  ", "\n", "it's", "we'll"]
+    vocab += ["".join(rng.choices("abcdefghij", k=rng.randint(2, 9))) for _ in range(300)]
+    weights = [1 / (k + 1) for k in range(len(vocab))]
+    return [" ".join(rng.choices(vocab, weights, k=rng.randint(5, 60))) for _ in range(n_docs)]
+
+
+def _table(path) -> dict:
+    data, offsets, counts, _ = load_counts(path)
+    raw = data.tobytes()
+    return {raw[offsets[i]:offsets[i + 1]]: int(counts[i]) for i in range(len(counts))}
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """Three counts files of three text shards, and the counts file of their concatenation."""
+    folder = tmp_path_factory.mktemp("shards")
+    docs = _corpus()
+    parts = [docs[:80], docs[80:210], docs[210:]]
+    paths = []
+    for k, part in enumerate(parts):
+        text = folder / f"shard{k}.txt"
+        text.write_text("\n".join(part) + "\n", encoding="utf-8")
+        fb.count_to_file([text], folder / f"shard{k}.arrow", pattern="cl100k")
+        paths.append(folder / f"shard{k}.arrow")
+    whole = folder / "whole.txt"
+    whole.write_text("".join((folder / f"shard{k}.txt").read_text(encoding="utf-8")
+                             for k in range(3)), encoding="utf-8")
+    fb.count_to_file([whole], folder / "whole.arrow", pattern="cl100k")
+    return paths, folder / "whole.arrow", whole
+
+
+def test_merged_shards_are_the_counts_of_the_whole_in_any_order(shards, tmp_path):
+    paths, whole, _ = shards
+    want = _table(whole)
+    outputs = []
+    for k, order in enumerate([paths, paths[::-1], [paths[1], paths[2], paths[0]]]):
+        out = tmp_path / f"merged{k}.arrow"
+        report = fb.merge_counts_files(order, out)
+        assert _table(out) == want
+        assert report["unique_words"] == len(want) and report["words_pruned"] == 0
+        assert report["occurrences"] == sum(want.values())
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]  # byte-identical whatever the order
+    data, offsets, _, meta = load_counts(tmp_path / "merged0.arrow")
+    raw = data.tobytes()
+    words = [raw[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    assert words == sorted(words) and meta["order"] == "bytes" and meta["pattern"] == "cl100k"
+    # Merging a merged file with nothing new changes nothing.
+    fb.merge_counts_files([tmp_path / "merged0.arrow"], tmp_path / "again.arrow")
+    assert (tmp_path / "again.arrow").read_bytes() == outputs[0]
+
+
+@pytest.mark.parametrize("tie_break", ["ids", "hf", "bytes"])
+def test_training_from_shards_equals_training_on_the_corpus(shards, tie_break):
+    paths, whole, corpus = shards
+    from_shards = fb.train_files(paths[::-1], vocab_size=600, tie_break=tie_break)
+    from_whole = fb.train_files([whole], vocab_size=600, tie_break=tie_break)
+    from_text = fb.train_files([corpus], vocab_size=600, pattern="cl100k", tie_break=tie_break)
+    assert len(from_text.merges) > 200
+    assert np.array_equal(from_shards.merges, from_text.merges)
+    assert np.array_equal(from_whole.merges, from_text.merges)
+    assert from_shards.pattern == "cl100k"
+
+
+def test_first_tie_rule_needs_a_corpus_order(shards):
+    paths, whole, _ = shards
+    with pytest.raises(TrainingError, match="first occurrences"):
+        fb.train_files(paths, vocab_size=400, tie_break="first")
+    assert len(fb.train_files([whole], vocab_size=400, tie_break="first").merges) > 0
+
+
+def test_min_count_prunes_and_reports(shards, tmp_path):
+    paths, whole, _ = shards
+    want = _table(whole)
+    report = fb.merge_counts_files(paths, tmp_path / "pruned.arrow", min_count=3)
+    kept = {w: c for w, c in want.items() if c >= 3}
+    assert _table(tmp_path / "pruned.arrow") == kept
+    assert report["words_pruned"] == len(want) - len(kept) > 0
+    assert report["occurrences_pruned"] == sum(c for c in want.values() if c < 3)
+    with pytest.raises(ValueError, match="min_count"):
+        fb.merge_counts_files(paths, tmp_path / "x.arrow", min_count=0)
+
+
+def test_counts_of_other_pre_tokenizations_are_refused(shards, tmp_path):
+    paths, _, corpus = shards
+    fb.count_to_file([corpus], tmp_path / "gpt2.arrow", pattern="gpt2")
+    with pytest.raises(ModelFormatError, match="gpt2.arrow") as info:
+        fb.merge_counts_files([paths[0], tmp_path / "gpt2.arrow"], tmp_path / "bad.arrow")
+    assert "pattern" in str(info.value)
+    fb.count_to_file([corpus], tmp_path / "special.arrow", pattern="cl100k",
+                     special_tokens=["<|x|>"])
+    with pytest.raises(ModelFormatError, match="special"):
+        fb.merge_counts_files([paths[0], tmp_path / "special.arrow"], tmp_path / "bad.arrow")
+    assert not (tmp_path / "bad.arrow").exists()  # nothing written on refusal
+    with pytest.raises(TrainingError, match="not both"):
+        fb.train_files([paths[0], corpus], vocab_size=300)
+
+
+def test_cli_count_merge_and_train_from_several_counts(shards, tmp_path):
+    paths, whole, _ = shards
+
+    def cli(*args):
+        run = subprocess.run([sys.executable, "-m", "fastbpe_nb", *map(str, args)],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    out = cli("count", "--merge", *paths, "-o", tmp_path / "all.arrow", "--min-count", "2")
+    assert "words under --min-count 2 pruned" in out
+    assert _table(tmp_path / "all.arrow") == {w: c for w, c in _table(whole).items() if c >= 2}
+    cli("train", "--from-counts", *paths, "-o", tmp_path / "m.json", "--vocab-size", "500", "-q")
+    want = fb.train_files([whole], vocab_size=500)
+    assert np.array_equal(fb.load(tmp_path / "m.json").merges, want.merges)
