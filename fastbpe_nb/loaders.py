@@ -13,7 +13,9 @@ from .errors import ModelFormatError
 from .io.huggingface_format import load_huggingface
 from .io.model_file import read_model
 from .io.tiktoken_format import load_tiktoken
+from .layout import ByteLevel
 from .sentencepiece_style import from_sentencepiece, from_sentencepiece_bytes
+from .text import UnicodeNormalizer
 from .tokenizer import Tokenizer
 
 __all__ = ["from_huggingface", "from_tiktoken", "load"]
@@ -28,6 +30,10 @@ def build(spec: dict, model_file: bool = False) -> Tokenizer:
     if "sentencepiece" in spec:
         return from_sentencepiece_bytes(spec["sentencepiece"], spec.get("_source"))
     source = spec.get("_source")
+    if "model" in spec:  # a codec that validated by building the model (tiktoken ranks)
+        level = ByteLevel(spec["pattern"], spec["byte_order"], source)
+        return Tokenizer.from_parts(spec["model"], level, UnicodeNormalizer(),
+                                    special_tokens=spec["special_tokens"], source=source)
     if not model_file:
         return Tokenizer(**spec)
     try:

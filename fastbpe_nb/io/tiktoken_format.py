@@ -230,8 +230,9 @@ def recover_merges(tokens: list[bytes], source=None, lines=None) -> np.ndarray:
 
 def ranks_spec(tokens: list[bytes], pattern, special_tokens=None, source=None,
                lines=None) -> dict:
-    """The Tokenizer arguments (``merge_mode="ranks"``) whose ids are the ranks of ``tokens``:
-    merges recovered, every token checked to come back at its own rank."""
+    """The parts of the ``merge_mode="ranks"`` Tokenizer whose ids are the ranks of
+    ``tokens``: merges recovered (a ``model.MergeModel``), every token checked to come back
+    at its own rank; with the pattern, special tokens and byte order."""
     from ..model import MergeModel
 
     n = len(tokens)
@@ -249,8 +250,9 @@ def ranks_spec(tokens: list[bytes], pattern, special_tokens=None, source=None,
             source, f"line {lines[256 + k]}" if lines else f"rank {256 + k}")
     if model.token_bytes != tokens:  # cannot happen after the check above; cheap insurance
         raise ModelFormatError("the recovered merges do not rebuild the vocabulary", source)
-    return {"merges": merges, "pattern": pattern, "special_tokens": specials,
-            "byte_order": byte_order, "merge_mode": "ranks", "_source": source}
+    # The validated model itself: replaying 100k merges again costs as much as the check.
+    return {"model": model, "pattern": pattern, "special_tokens": specials,
+            "byte_order": byte_order, "_source": source}
 
 
 def _check_specials(special_tokens, n_regular: int, source):
