@@ -204,6 +204,46 @@ class MergeModel:
         self.merge_ids.setflags(write=False)
         self._tables = None
 
+    @classmethod
+    def from_tokens(cls, merges, token_bytes: list[bytes], mode: str = "ranks", source=None,
+                    n_base: int = 256) -> "MergeModel":
+        """The model whose merge k makes token ``n_base + k`` of ``token_bytes``, checked
+        without replaying the vocabulary (the replay of a 100k-token file costs 0.17 s).
+
+        What the replay would prove is checked directly: the tokens are unique, and each
+        merge's ids exist before it and their bytes join into the token it makes (so the
+        replay would give that token a new id, its own). Raises ModelFormatError naming
+        ``merges[k]`` otherwise.
+        """
+        merges = merge_array(merges, source)
+        n = len(token_bytes)
+        if len(merges) != n - n_base:
+            raise ModelFormatError(f"{len(merges)} merges for {n} tokens: expected one per token "
+                                   f"after the {n_base} base ones", source, "merges")
+        if len(set(token_bytes)) != n:
+            raise ModelFormatError("the tokens are not unique", source, "tokens")
+        made = np.arange(n_base, n, dtype=np.int64)
+        late = np.flatnonzero((merges >= made[:, None]).any(axis=1))
+        if late.size:
+            k = int(late[0])
+            raise ModelFormatError(f"merge {merges[k].tolist()} uses an id not defined before "
+                                   f"rank {k}", source, f"merges[{k}]")
+        for k, (a, b) in enumerate(merges.tolist()):
+            if token_bytes[a] + token_bytes[b] != token_bytes[n_base + k]:
+                raise ModelFormatError(
+                    f"merge ({a}, {b}) makes {token_bytes[a] + token_bytes[b]!r:.60}, not token "
+                    f"{n_base + k} ({token_bytes[n_base + k]!r:.60})", source, f"merges[{k}]")
+        model = cls.__new__(cls)
+        if mode not in ("pairs", "ranks"):
+            raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {mode!r}")
+        model.mode, model.n_base, model.token_bytes = mode, n_base, list(token_bytes)
+        model.merges = merges.astype(np.int32)
+        model.merge_ids = made.astype(np.int32)
+        for array in (model.merges, model.merge_ids):
+            array.setflags(write=False)
+        model._tables = None
+        return model
+
     def __getstate__(self):
         return {**self.__dict__, "_tables": None}  # rebuilt on demand
 

@@ -239,17 +239,13 @@ def ranks_spec(tokens: list[bytes], pattern, special_tokens=None, source=None,
     specials = _check_specials(special_tokens, n, source)
     merges = recover_merges(tokens, source, lines)
     byte_order = [tokens[r][0] for r in range(256)]
-    model = MergeModel(merges, [bytes([b]) for b in byte_order], "ranks", source)
-    expected = np.arange(256, n, dtype=np.int32)
-    if len(model.token_bytes) != n or not np.array_equal(model.merge_ids, expected):
-        k = next((k for k in range(min(len(model.merge_ids), n - 256))
-                  if model.merge_ids[k] != 256 + k), 0)
-        raise ModelFormatError(
-            f"the recovered merges do not give each token its rank: merge {k} makes id "
-            f"{int(model.merge_ids[k]) if len(model.merge_ids) else None}, expected {256 + k}",
-            source, f"line {lines[256 + k]}" if lines else f"rank {256 + k}")
-    if model.token_bytes != tokens:  # cannot happen after the check above; cheap insurance
-        raise ModelFormatError("the recovered merges do not rebuild the vocabulary", source)
+    try:
+        model = MergeModel.from_tokens(merges, tokens, "ranks", source)
+    except ModelFormatError as exc:  # cannot happen for what recover_merges gives: insurance
+        k = int(exc.entry[len("merges["):-1]) if (exc.entry or "").startswith("merges[") else 0
+        raise ModelFormatError(f"the recovered merges do not give each token its rank: "
+                               f"{exc.reason}", source,
+                               f"line {lines[256 + k]}" if lines else f"rank {256 + k}") from None
     # The validated model itself: replaying 100k merges again costs as much as the check.
     return {"model": model, "pattern": pattern, "special_tokens": specials,
             "byte_order": byte_order, "_source": source}
