@@ -191,13 +191,17 @@ class MergeModel:
     of every regular id), ``n_base``.
     """
 
-    def __init__(self, merges, base_bytes: list[bytes], mode: str = "pairs", source=None):
+    def __init__(self, merges, base_bytes: list[bytes], mode: str = "pairs", source=None,
+                 _derived=None):
         if mode not in ("pairs", "ranks"):
             raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {mode!r}")
         merges = merge_array(merges, source)
         self.mode = mode
         self.n_base = len(base_bytes)
-        merge_ids, self.token_bytes, _ = derive_vocab(merges, base_bytes, source)
+        if _derived is None:
+            merge_ids, self.token_bytes, _ = derive_vocab(merges, base_bytes, source)
+        else:  # (merge_ids, token_bytes) checked by from_tokens
+            merge_ids, self.token_bytes = _derived
         self.merges = merges.astype(np.int32)
         self.merges.setflags(write=False)
         self.merge_ids = merge_ids
@@ -233,16 +237,9 @@ class MergeModel:
                 raise ModelFormatError(
                     f"merge ({a}, {b}) makes {token_bytes[a] + token_bytes[b]!r:.60}, not token "
                     f"{n_base + k} ({token_bytes[n_base + k]!r:.60})", source, f"merges[{k}]")
-        model = cls.__new__(cls)
-        if mode not in ("pairs", "ranks"):
-            raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {mode!r}")
-        model.mode, model.n_base, model.token_bytes = mode, n_base, list(token_bytes)
-        model.merges = merges.astype(np.int32)
-        model.merge_ids = made.astype(np.int32)
-        for array in (model.merges, model.merge_ids):
-            array.setflags(write=False)
-        model._tables = None
-        return model
+        base_bytes = list(token_bytes[:n_base])
+        return cls(merges, base_bytes, mode, source,
+                   _derived=(made.astype(np.int32), list(token_bytes)))
 
     def __getstate__(self):
         return {**self.__dict__, "_tables": None}  # rebuilt on demand
