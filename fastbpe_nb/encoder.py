@@ -231,15 +231,7 @@ class Encoder:
         """Encode a pyarrow string array into a ``pa.ListArray`` (int32 ids; nulls stay null)."""
         import pyarrow as pa
 
-        from .io.arrow_text import string_chunks
-
-        # Chunk by chunk (each checked before it is read), not combine_chunks(): combining
-        # copies the whole text and would read a corrupt chunk's offsets unchecked.
-        parts, row = [], row_base
-        for chunk in string_chunks(array, row_base=row_base):
-            parts.append(self.encode_arrow_flat(chunk, allowed, disallowed, n_threads, row))
-            row += len(chunk)
-        ids, offsets, valid = join_flat(parts)
+        ids, offsets, valid = self.encode_arrow_flat(array, allowed, disallowed, n_threads, row_base)
         mask = None if valid.all() else pa.array(~valid)
         if offsets[-1] >= 2**31:  # more ids than 32-bit list offsets can address
             return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids), mask=mask)
@@ -258,6 +250,8 @@ class Encoder:
         """
         from .io.arrow_text import string_chunks, text_buffers
 
+        # Chunk by chunk (each checked before it is read), not combine_chunks(): combining
+        # copies the whole text and would read a corrupt chunk's offsets unchecked.
         parts, row = [], row_base
         for chunk in string_chunks(array, row_base=row_base):
             data, doc_offsets, valid = text_buffers(chunk, row_base=row)

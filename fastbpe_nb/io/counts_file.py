@@ -22,15 +22,34 @@ COUNTS_FORMAT = "fastbpe_nb.counts"
 COUNTS_VERSION = 1
 
 
+def _word_array(word_bytes: np.ndarray, offsets: np.ndarray):
+    """The words (``word_bytes`` cut at ``offsets``) as a ``large_binary`` array, no copy."""
+    import pyarrow as pa
+
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1,
+        [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)),
+         pa.py_buffer(np.ascontiguousarray(word_bytes, np.uint8))])
+
+
+def _word_parts(words):
+    """``(data uint8, offsets int64 from 0, start)`` of a ``large_binary`` array's rows:
+    the data buffer (its rows begin at byte ``start``) and the offsets rebased to 0,
+    honouring the array's slice offset. Nothing is checked here."""
+    buffers = words.buffers()
+    offsets = np.frombuffer(buffers[1], np.int64)[words.offset:words.offset + len(words) + 1]
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    start = int(offsets[0]) if len(offsets) else 0
+    return data, offsets - start, start
+
+
 def save_counts(path, word_bytes: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
                 pattern, special_tokens=(), extra=None) -> None:
     """Write a counts file atomically."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    words = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(counts), [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)),
-                                         pa.py_buffer(np.ascontiguousarray(word_bytes, np.uint8))])
+    words = _word_array(word_bytes, offsets)
     meta = {"format": COUNTS_FORMAT, "version": COUNTS_VERSION, "pattern": pattern,
             "special_tokens": list(special_tokens), **(extra or {})}
     schema = pa.schema([("word", pa.large_binary()), ("count", pa.int64())],
@@ -96,12 +115,7 @@ def load_counts(path):
         check_offsets(words, "column 'word'")  # before NumPy slices the buffers
     except ArrowDataError as exc:
         raise ModelFormatError(str(exc), path, "word") from None
-    buffers = words.buffers()
-    offsets = np.frombuffer(buffers[1], np.int64)[words.offset : words.offset + len(words) + 1]
-    data = (np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None
-            else np.zeros(0, np.uint8))
-    start = int(offsets[0]) if len(offsets) else 0
-    offsets = offsets - start
+    data, offsets, start = _word_parts(words)
     if len(offsets) and (offsets[-1] > len(data) - start or (np.diff(offsets) <= 0).any()):
         raise ModelFormatError("empty or malformed word entries", path, "word")
     data = data[start : start + (int(offsets[-1]) if len(offsets) else 0)]
@@ -145,8 +159,7 @@ def merge_counts(paths, min_count: int = 1):
                 f"{key['special_tokens']}, but {paths[0]} with {first_meta.get('pattern')!r} and "
                 f"{first_meta.get('special_tokens')}: counts of different pre-tokenizations do "
                 "not add up", path, "metadata")
-        words.append(pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), len(cnt), [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
+        words.append(_word_array(data, offsets))
         counts.append(cnt)
         files.append({"path": path, "words": int(len(cnt)), "occurrences": int(cnt.sum())})
     # Exactness: int64 sums cannot overflow while the total stays below 2**62.
@@ -163,13 +176,10 @@ def merge_counts(paths, min_count: int = 1):
     starts = np.flatnonzero(new)
     summed = np.add.reduceat(all_counts[order], starts) if len(starts) else all_counts[:0]
     keep = summed >= min_count
-    merged = sorted_words.take(pa.array(starts[keep]))
-    buffers = merged.buffers()
-    out_offsets = np.frombuffer(buffers[1], np.int64)[merged.offset:merged.offset + len(merged) + 1]
-    out_offsets = out_offsets - out_offsets[0] if len(out_offsets) else np.zeros(1, np.int64)
-    base = int(np.frombuffer(buffers[1], np.int64)[merged.offset]) if len(merged) else 0
-    out_data = (np.frombuffer(buffers[2], np.uint8)[base:base + int(out_offsets[-1])]
-                if buffers[2] is not None else np.zeros(0, np.uint8))
+    data, out_offsets, start = _word_parts(sorted_words.take(pa.array(starts[keep])))
+    if not len(out_offsets):
+        out_offsets = np.zeros(1, np.int64)
+    out_data = data[start:start + int(out_offsets[-1])]
     report = {"files": files, "unique_words": int(keep.sum()),
               "words_pruned": int((~keep).sum()), "occurrences_pruned": int(summed[~keep].sum()),
               "min_count": int(min_count)}
