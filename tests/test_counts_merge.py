@@ -138,3 +138,23 @@ def test_cli_count_merge_and_train_from_several_counts(shards, tmp_path):
     cli("train", "--from-counts", *paths, "-o", tmp_path / "m.json", "--vocab-size", "500", "-q")
     want = fb.train_files([whole], vocab_size=500)
     assert np.array_equal(fb.load(tmp_path / "m.json").merges, want.merges)
+
+
+def _merge_and_train(paths, out):
+    report = fb.merge_counts_files(paths, out)
+    return report["unique_words"], fb.train_files(paths, vocab_size=500).merges.tolist()
+
+
+def test_merging_and_training_from_shards_in_a_forked_child(shards, tmp_path):
+    # After parallel kernels ran in the parent (Numba's pool started), a 'fork' child merges
+    # the shards and trains from them: the same table and merges as the parent, no hang.
+    import multiprocessing as mp
+
+    paths, _, corpus = shards
+    tok = fb.train_files([corpus], vocab_size=300, pattern="cl100k")
+    tok.encode_batch(_corpus(seed=1, n_docs=50), num_threads=2)  # the pool runs now
+    want = _merge_and_train(paths, tmp_path / "parent.arrow")
+    with mp.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_merge_and_train, (paths, tmp_path / "child.arrow")).get(timeout=120)
+    assert got == want
+    assert (tmp_path / "child.arrow").read_bytes() == (tmp_path / "parent.arrow").read_bytes()

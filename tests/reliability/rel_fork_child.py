@@ -81,6 +81,11 @@ def _entry_points(tok, docs) -> dict:
         "encode_batch_arrow": lambda: tok.encode_batch(
             pa.array(docs, pa.large_string()), num_threads=2, **kw).to_pylist(),
         "count_tokens": lambda: list(map(int, tok.count_tokens(docs, num_threads=2, **kw))),
+        "encode_batch_flat": lambda: [a.tolist() for a in tok.encode_batch_flat(
+            docs, num_threads=2, **kw)],
+        "encode_batch_flat_arrow": lambda: [a.tolist() for a in tok.encode_batch_flat(
+            pa.array(docs + [None]), num_threads=2, **kw)],
+        "decode_batch": lambda: tok.decode_batch(tok.encode_batch(docs, num_threads=2, **kw)),
         "decode": lambda: [tok.decode(ids) for ids in tok.encode_batch(docs, num_threads=2, **kw)],
         "stream_decoder": stream,
         "encode_parquet": parquet,
