@@ -24,6 +24,7 @@ from . import pretokenize
 from ._scanner import SEGMENT_BYTES
 from .errors import InvalidUTF8Error, UnsupportedInputError
 from .parallel import run_encode
+from .piece_cache import PieceCache
 from .text import clean_text
 
 #: Texts of at most this many characters may be encoded from the piece memo (see
@@ -51,6 +52,7 @@ class Encoder:
         self.vocab_size = vocab_size
         self.post = post
         self.blocks_per_thread = blocks_per_thread
+        self.cache = PieceCache()  # pieces merged by earlier calls (piece_cache.py)
         # Bytes straight from Arrow buffers, segmenting huge texts and the piece memo all
         # need the units to be the text's own UTF-8 bytes, split by the scanner.
         self.raw = level.kind == "bytes" and normalizer.identity
@@ -65,10 +67,16 @@ class Encoder:
 
         data, offsets, special, doc_pieces = layout
         t = self.tables()
+        cache = self.cache.checkout(data.dtype)
         args = (data, self.level.sym_map, offsets, special, doc_pieces, *t.args(),
-                float(dropout), int(seed), *t.tail())
-        ids, doc_offsets = run_encode(encode_batch, encode_serial, n_threads,
-                                      len(doc_pieces) - 1, args, self.blocks_per_thread)
+                float(dropout), int(seed), *t.tail(), *cache)
+        kept = None
+        try:
+            ids, doc_offsets, *kept = run_encode(encode_batch, encode_serial, n_threads,
+                                                 len(doc_pieces) - 1, args,
+                                                 self.blocks_per_thread)
+        finally:
+            self.cache.checkin(cache[3], kept)
         return (ids, doc_offsets) if self.post is None else self.post(ids, doc_offsets)
 
     def layout(self, texts, allowed, disallowed, where=None, errors: str = "strict"):

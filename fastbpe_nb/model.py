@@ -23,14 +23,14 @@ from .parallel import call_kernel
 
 #: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
 LONG_PIECE = 48
-#: log2 of the per-block cache of encoded pieces.
-CACHE_BITS = 12
+#: log2 of the largest per-block table of merged pieces (24-byte slots: 6 MiB).
+CACHE_BITS = 18
 #: Units per window of the rank sweep over a long piece (why 8192: kernels.encode.encode_batch).
 SWEEP_WINDOW = 8192
 #: Overlap of consecutive sweep windows, in units, where their encodings must meet.
 SWEEP_MARGIN = 256
-#: Longest piece (in units) the per-block piece cache keeps; longer ones are rarely repeated.
-CACHE_UNITS = 24
+#: Longest piece (in units) the piece tables keep (CJK runs of 20+ characters repeat too).
+CACHE_UNITS = 1024
 #: The encoder's tunables after the tables, in the kernels' argument order.
 TUNABLES = (CACHE_BITS, SWEEP_WINDOW, SWEEP_MARGIN, CACHE_UNITS)
 
@@ -178,8 +178,11 @@ class KernelTables:
         pieces = np.zeros(len(short_tokens) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, short_tokens), np.int64, len(short_tokens)), out=pieces[1:])
         docs = np.arange(len(short_tokens) + 1, dtype=np.int64)  # a piece per document
-        ids, id_offsets = call_kernel(encode_serial, data, sym_map, pieces, np.zeros(0, np.int32),
-                                      docs, *self.args(short=False), 0.0, 0, *self.tail())
+        from .piece_cache import no_cache
+
+        ids, id_offsets, *_ = call_kernel(encode_serial, data, sym_map, pieces,
+                                          np.zeros(0, np.int32), docs, *self.args(short=False),
+                                          0.0, 0, *self.tail(), *no_cache(np.uint8))
         return call_kernel(build_short_table, data, pieces, ids, id_offsets)
 
 

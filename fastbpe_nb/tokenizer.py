@@ -105,6 +105,7 @@ class Tokenizer:
         self._encoder = Encoder(level, normalizer, special_tokens, self._tables, len(self._vocab),
                                 getattr(model, "postprocess", None),
                                 4 if level.kind == "pieces" else 8)
+        self.piece_cache = self._encoder.cache  # merged pieces kept between calls (info())
 
     def _tables(self):
         return self.model.tables(self.level.sym_map, self.level.kind == "bytes", self.vocab_size)

@@ -63,11 +63,18 @@ KERNEL_CONSTANTS = {
     *(f"fastbpe_nb.kernels.encode:{name}" for name in (
         # "No rank" sentinel and the 32-bit half of a packed pair.
         "NO_RANK", "LOW32",
-        # Short-piece tables: keys pack 15 bytes + length in two int64; values pack up to
-        # 3 ids of 20 bits in one int64 (the layout build_short_table writes).
-        "SHORT_BYTES", "SHORT_ID_BITS", "SHORT_MAX_IDS", "SHORT_ID_MASK",
         # The sweep's int32 positions: pieces longer than this cannot be swept at all.
         "SWEEP_MAX_UNITS",
+    )),
+    *(f"fastbpe_nb.kernels.piece_cache:{name}" for name in (
+        # Piece tables: short keys pack 15 bytes + length in two int64; values pack up to
+        # 3 ids of 20 bits in one int64; hashed keys carry LONG_TAG (the layout every
+        # piece table shares, see kernels/piece_cache.py).
+        "SHORT_BYTES", "SHORT_ID_BITS", "SHORT_MAX_IDS", "SHORT_ID_MASK", "LONG_TAG",
+        "HASH_MASK", "MAX_UNITS",
+        # Indices of the cache's counter array, agreed with fastbpe_nb/piece_cache.py.
+        "S_ENTRIES", "S_UNITS", "S_IDS", "S_MAX_BYTES", "S_HITS", "S_BLOCK_HITS", "S_MERGED",
+        "S_PUBLISH", "S_DROPPED", "N_STATE",
     )),
     *(f"fastbpe_nb.kernels.merge:{name}" for name in (
         # Tie-rule codes (merge_loop maps TIE_RULES to them).

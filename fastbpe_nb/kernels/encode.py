@@ -17,80 +17,31 @@ piece (a megabyte of digits or spaces) is never O(n^2):
 * the heap (``_merge_long``): a binary min-heap of ``(rank << 32) | position`` keys,
   O(n log n); also the BPE-dropout path.
 
-Each block of documents keeps a small direct-mapped cache of the pieces (up to
-``cache_units`` units) it has already encoded, keyed by a hash of the piece's units and
-holding copies of its units and ids (verified unit by unit on a hit), so repeated words
-cost one hash and one copy within a few hundred KB of cache.
+Merging never crosses pieces, so a piece's ids are looked up before they are merged
+(``piece_cache.py``): the vocabulary's own short tokens, a persistent cache of the pieces
+earlier calls merged (read only during a call), and each block's table of the pieces it
+merged itself; after the parallel loop the blocks' tables are added to the cache serially.
 """
 
 import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, HASH_SEED, hash_slot, hash_units, pair_key, table_slot
-#: kernel cache stamp: efd979646a3e4d9ac99600c11b43fb4d55b62884de9c289a7811b3696f785fca
+from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
+                          SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
+                          pack_ids, packable, publish, put, short_key, short_mix)
+#: kernel cache stamp: 668fc27d712e7138fb71b59d463b19f4833086bd8bf71a3825a5acf2cf22419d
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
 #: The sweep keeps positions and its up to 3 n list entries in int32: longer pieces (over
 #: 700 MB) take the heap path.
 SWEEP_MAX_UNITS = (2**31 - 1) // 3
-#: Pieces of up to this many bytes are looked up by their packed bytes in the short-piece
-#: tables: two int64 keys hold 7 + 8 bytes and the length.
-SHORT_BYTES = 15
-#: A short piece's ids are packed into one int64: up to SHORT_MAX_IDS ids of SHORT_ID_BITS
-#: bits each, and their number in the top bits. Vocabularies of 2**20 ids or more do without.
-SHORT_ID_BITS = 20
-SHORT_MAX_IDS = 3
-SHORT_ID_MASK = (1 << SHORT_ID_BITS) - 1
-
-
-@njit(cache=True, nogil=True)
-def _short_key(data, s, n):
-    """``data[s:s+n]`` (n <= SHORT_BYTES bytes) as two int64 keys: the length and the
-    first 7 bytes (below 2**60, so never EMPTY), then the next 8 as a little-endian word
-    (0 for a piece of up to 7 bytes)."""
-    key = np.int64(n) << 56
-    for k in range(min(n, 7)):
-        key |= np.int64(data[s + k]) << (8 * k)
-    key2 = np.int64(0)
-    for k in range(7, n):
-        key2 |= np.int64(data[s + k]) << (8 * (k - 7))
-    return key, key2
-
-
-@njit(cache=True, nogil=True)
-def _short_mix(key, key2):
-    """Slot hash of a short piece's two keys: 21-bit parts times 32-bit odd constants (every
-    product below 2**54, so the same compiled or not), xored, the high bits folded down."""
-    h = ((key & 0x1FFFFF) * 0x9E3779B1) ^ (((key >> 21) & 0x1FFFFF) * 0x85EBCA6B) \
-        ^ (((key >> 42) & 0x3FFFF) * 0xC2B2AE35) ^ ((key2 & 0x1FFFFF) * 0x27D4EB2F) \
-        ^ (((key2 >> 21) & 0x1FFFFF) * 0x165667B1) ^ (((key2 >> 42) & 0x3FFFFF) * 0x9E3779B9)
-    return h ^ (h >> 29)
-
-
-@njit(cache=True, nogil=True)
-def _pack_ids(ids, start, m):
-    """``ids[start:start+m]`` (1 <= m <= SHORT_MAX_IDS, each < 2**SHORT_ID_BITS) as one int64."""
-    v = np.int64(m) << 60
-    for k in range(m):
-        v |= np.int64(ids[start + k]) << (SHORT_ID_BITS * k)
-    return v
-
-
-@njit(cache=True, nogil=True)
-def _emit_packed(v, out, o):
-    """Write the ids packed in ``v`` to ``out[o:]``; returns how many."""
-    m = v >> 60
-    for k in range(m):
-        out[o + k] = (v >> (SHORT_ID_BITS * k)) & SHORT_ID_MASK
-    return m
-
-
 @njit(cache=True, nogil=True)
 def _short_lookup(table, key, key2):
     """Packed ids stored for ``(key, key2)`` in an interleaved short-piece table, or -1."""
     mask = table.shape[0] // 3 - 1
-    i = _short_mix(key, key2) & mask
+    i = short_mix(key, key2) & mask
     while True:
         k = table[3 * i]
         if k == key and table[3 * i + 1] == key2:
@@ -144,13 +95,13 @@ def build_short_table(data, piece_offsets, ids, id_offsets):
         if not keep[p]:
             continue
         s = piece_offsets[p]
-        key, key2 = _short_key(data, s, piece_offsets[p + 1] - s)
-        i = _short_mix(key, key2) & mask
+        key, key2 = short_key(data, s, piece_offsets[p + 1] - s)
+        i = short_mix(key, key2) & mask
         while table[3 * i] != EMPTY and not (table[3 * i] == key and table[3 * i + 1] == key2):
             i = (i + 1) & mask
         table[3 * i] = key
         table[3 * i + 1] = key2
-        table[3 * i + 2] = _pack_ids(ids, id_offsets[p], id_offsets[p + 1] - id_offsets[p])
+        table[3 * i + 2] = pack_ids(ids, id_offsets[p], id_offsets[p + 1] - id_offsets[p])
     return table
 
 
@@ -690,37 +641,31 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 @njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units, d0,
-                  d1, out, doc_counts):
-    """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit."""
+                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, ctab, cunits,
+                  cids, btab, base, bcap, d0, d1, out, doc_counts, stats):
+    """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit.
+
+    A piece is looked up, in this order, in the vocabulary's short-piece table, as a whole
+    token, in the persistent cache (``ctab``, read only) and in the block's own table
+    (``bcap`` slots at ``btab[3 * base:]``); only then merged, and its ids added to the
+    block's table. ``stats`` (int64[3]) gets the cache hits, block hits and merged pieces.
+    """
     use_whole = whole_keys.shape[0] > 0
     use_short = short_table.shape[0] > 0 and not dropout > 0.0
     has_special = piece_special.shape[0] > 0
     use_cache = dropout <= 0.0
+    packed = data.itemsize == 1  # byte units: short pieces are keyed by their bytes
+    gcap = ctab.shape[0] // 3
     rng = np.ones(1, dtype=np.int64)
     max_short = long_piece + 1
     buf = np.empty(max_short, dtype=np.int32)
     rk = np.empty(max_short, dtype=np.int64)
-    # Caches no bigger than the block needs: a short text does not pay for clearing them.
-    block_pieces = doc_piece_offsets[d1] - doc_piece_offsets[d0]
-    n_cache = 16
-    while n_cache < (1 << cache_bits) and n_cache < 2 * block_pieces:
-        n_cache *= 2
-    cmask = n_cache - 1
-    # Short pieces the vocabulary table does not hold (several tokens): a direct-mapped
-    # cache of interleaved (key, packed ids), 4x the entries of the long-piece cache.
-    n_short = n_cache * 4
-    s_cache = np.full(3 * n_short, EMPTY, dtype=np.int64) if use_short else np.empty(0, np.int64)
-    smask = n_short - 1
-    # The cache holds copies of the pieces' units and ids (not offsets into data and out):
-    # a hit then reads a few hundred KB that stay in cache, not text megabytes back.
-    c_hash = np.full(n_cache, EMPTY, dtype=np.int64)
-    c_len = np.zeros(n_cache, dtype=np.int64)  # the cached piece's length in units
-    c_nout = np.zeros(n_cache, dtype=np.int64)  # its number of ids
-    c_units = np.empty((n_cache, cache_units), dtype=data.dtype)
-    c_ids = np.empty((n_cache, cache_units), dtype=np.int32)
     head = np.empty(0, dtype=np.int32)  # the sweep's list heads, allocated on first use
     no_starts = np.empty(0, dtype=np.int32)
+    n_block = 0  # entries in the block's table
+    hits = 0
+    block_hits = 0
+    merged = 0
     for d in range(d0, d1):
         p0 = doc_piece_offsets[d]
         p1 = doc_piece_offsets[d + 1]
@@ -744,39 +689,42 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 continue
             key = NO_RANK
             key2 = np.int64(0)
-            if use_short and n <= SHORT_BYTES:
-                # Most pieces of real text are a few bytes: one probe of the vocabulary's
-                # table, then of the block's cache, no hashing of the bytes, no merging.
-                # Every token of 2..SHORT_BYTES bytes is in the table, so a miss is never
-                # a whole token and needs no whole-piece lookup.
-                key, key2 = _short_key(data, s, n)
-                v = _short_lookup(short_table, key, key2)
-                if v >= 0:
-                    o += _emit_packed(v, out, o)
-                    continue
-                sslot = _short_mix(key, key2) & smask
-                if s_cache[3 * sslot] == key and s_cache[3 * sslot + 1] == key2:
-                    o += _emit_packed(s_cache[3 * sslot + 2], out, o)
-                    continue
-            h = hash_units(data, s, e, HASH_SEED)
-            if use_whole and key < 0:
+            short = packed and n <= SHORT_BYTES
+            if short:
+                key, key2 = short_key(data, s, n)
+                if use_short:
+                    # Most pieces of real text are a few bytes: one probe of the vocabulary's
+                    # table, keyed by the bytes themselves. Every token of 2..SHORT_BYTES
+                    # bytes is in it, so a miss is never a whole token.
+                    v = _short_lookup(short_table, key, key2)
+                    if v >= 0:
+                        o += emit_packed(v, out, o)
+                        continue
+            h = np.int64(0)
+            if not short:
+                h = hash_units(data, s, e, HASH_SEED)
+            if use_whole and not (short and use_short):
+                if short:
+                    h = hash_units(data, s, e, HASH_SEED)
                 t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
                 if t >= 0:
                     out[o] = t
                     o += 1
                     continue
-            slot = hash_slot(h) & cmask
             cacheable = use_cache and n <= cache_units
-            if cacheable and c_hash[slot] == h and c_len[slot] == n:
-                same = True
-                for k in range(n):
-                    if c_units[slot, k] != data[s + k]:
-                        same = False
-                        break
-                if same:
-                    for k in range(c_nout[slot]):
-                        out[o + k] = c_ids[slot, k]
-                    o += c_nout[slot]
+            if cacheable:
+                if not short:
+                    key = LONG_TAG | h
+                    key2 = (s << 16) | n
+                v = get(ctab, 0, gcap, key, key2, cunits, data, s, n)
+                if v != 0:
+                    o += emit(v, cids, out, o)
+                    hits += 1
+                    continue
+                v = get(btab, base, bcap, key, key2, data, data, s, n)
+                if v != 0:
+                    o += emit(v, out, out, o)
+                    block_hits += 1
                     continue
             if n <= long_piece and not dropout > 0.0:
                 for k in range(n):
@@ -794,26 +742,63 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 for k in range(n):
                     big[k] = sym_map[data[s + k]]
                 m = _merge_long(big, n, keys, vals, dropout, rng, no_starts)
-            if key >= 0 and m <= SHORT_MAX_IDS:
-                s_cache[3 * sslot] = key
-                s_cache[3 * sslot + 1] = key2
-                s_cache[3 * sslot + 2] = _pack_ids(out, o, m)
-            elif cacheable:
-                c_hash[slot] = h
-                c_len[slot] = n
-                c_nout[slot] = m
-                for k in range(n):
-                    c_units[slot, k] = data[s + k]
-                for k in range(m):
-                    c_ids[slot, k] = out[o + k]
+            merged += 1
+            if cacheable and 2 * (n_block + 1) <= bcap:
+                if packable(out, o, m):
+                    v = pack_ids(out, o, m)
+                else:
+                    v = ~((o << 16) | m)
+                put(btab, base, bcap, key, key2, v)
+                n_block += 1
             o += m
         doc_counts[d] = o - o_start
+    stats[0] = hits
+    stats[1] = block_hits
+    stats[2] = merged
+
+
+@njit(cache=True, nogil=True)
+def _block_tables(doc_piece_offsets, n_blocks, block_bits, use_cache):
+    """Slot offsets and sizes of each block's table: a power of two of at least half the
+    block's pieces (at most ``2**block_bits``), 0 under dropout; and the shared array."""
+    n_docs = doc_piece_offsets.shape[0] - 1
+    bases = np.zeros(n_blocks, dtype=np.int64)
+    caps = np.zeros(n_blocks, dtype=np.int64)
+    total = 0
+    for blk in range(n_blocks):
+        d0 = blk * n_docs // n_blocks
+        d1 = (blk + 1) * n_docs // n_blocks
+        pieces = doc_piece_offsets[d1] - doc_piece_offsets[d0]
+        cap = 0
+        if use_cache and pieces > 1:
+            cap = 16
+            while 2 * cap < pieces and cap < (1 << block_bits):
+                cap *= 2
+        bases[blk] = total
+        caps[blk] = cap
+        total += cap
+    return bases, caps, np.full(3 * total, EMPTY, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
+            piece_offsets, doc_piece_offsets):
+    """Add the blocks' counters to the cache's, publish their tables if allowed, compact."""
+    for blk in range(stats.shape[0]):
+        cstate[S_HITS] += stats[blk, 0]
+        cstate[S_BLOCK_HITS] += stats[blk, 1]
+        cstate[S_MERGED] += stats[blk, 2]
+    if cstate[S_PUBLISH] == 1:
+        ctab, cunits, cids = publish(ctab, cunits, cids, cstate, btab, bases, caps, data, out)
+    ids, doc_offsets = _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
+    return ids, doc_offsets, ctab, cunits, cids
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                 sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units, n_blocks):
+                 sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, ctab, cunits,
+                 cids, cstate, n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -846,7 +831,7 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         ``build_byte_pairs(keys, vals)``: the rank table's pairs of ids below 256, dense
         (empty: every pair from ``keys`` / ``vals``).
     dropout : float
-        BPE-dropout probability (0.0: ordinary encoding; > 0 disables the piece cache).
+        BPE-dropout probability (0.0: ordinary encoding; > 0 disables the piece tables).
     seed : int
         Dropout seed (non-negative, < 2**31); each document draws from (seed, its index).
     long_piece : int
@@ -854,8 +839,8 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     sweep_ranks : int
         ``sweep_rank_count(keys, vals)``, the size of the sweep's list heads; long pieces
         then go through ``_merge_windowed`` (0, a table without merges: the heap).
-    cache_bits : int
-        log2 of the per-block piece cache size.
+    block_bits : int
+        log2 of the largest block table (slots of 24 bytes).
     sweep_window : int
         Units per window of the rank sweep (must exceed ``sweep_margin``): about 40 bytes
         of scratch per unit; 8192 keeps a window's work in a 1 MiB L2 cache.
@@ -863,10 +848,17 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         Overlap of consecutive sweep windows, in units, where their encodings must meet
         (``sweep_window > sweep_margin > 0``; see ``_merge_windowed``).
     cache_units : int
-        Pieces of at most this many units are kept in the per-block cache.
+        Pieces of at most this many units (<= ``piece_cache.MAX_UNITS``) are kept in the
+        piece tables.
+    ctab, cunits, cids : int64[3 * cap], data's dtype[*], int32[*]
+        The persistent piece cache (``kernels.piece_cache``; ``cap`` 0 for none): read by
+        every block; the blocks' new entries are added to it after the parallel loop when
+        ``cstate[S_PUBLISH]`` is 1 (the caller holds it alone).
+    cstate : int64[N_STATE]
+        The cache's counters (``piece_cache.S_*``), updated in place.
     n_blocks : int
         Documents are split into this many contiguous blocks, encoded in parallel; each
-        block writes only its own documents' slices of the output.
+        block writes only its own documents' slices of the output and its own table.
 
     Returns
     -------
@@ -874,37 +866,48 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         The token ids of all documents, concatenated.
     doc_offsets : int64[n_docs + 1]
         Boundaries of each document's ids in ``ids``.
+    ctab, cunits, cids
+        The cache's arrays after publishing (new arrays where they grew).
     """
     n_docs = doc_piece_offsets.shape[0] - 1
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
+    bases, caps, btab = _block_tables(doc_piece_offsets, n_blocks, block_bits, dropout <= 0.0)
+    stats = np.zeros((n_blocks, 3), dtype=np.int64)
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
                       vals, whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                      long_piece, sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units,
-                      d0, d1, out, doc_counts)
-    return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
+                      long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, ctab,
+                      cunits, cids, btab, bases[blk], caps[blk], d0, d1, out, doc_counts,
+                      stats[blk])
+    return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
+                   piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
 def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                  sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units):
-    """``encode_batch`` on the calling thread only (no thread pool is started).
+                  sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, ctab, cunits,
+                  cids, cstate):
+    """``encode_batch`` on the calling thread only (no thread pool is started), one block.
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
-    Python threads may call it at once (it releases the GIL and shares no state).
+    Python threads may call it at once, as long as at most one of them passes a given
+    cache (it releases the GIL and shares nothing else).
     """
     n_docs = doc_piece_offsets.shape[0] - 1
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
+    bases, caps, btab = _block_tables(doc_piece_offsets, 1, block_bits, dropout <= 0.0)
+    stats = np.zeros((1, 3), dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, cache_bits, sweep_window, sweep_margin, cache_units, 0,
-                  n_docs, out, doc_counts)
-    return _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
+                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, ctab, cunits,
+                  cids, btab, bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
+    return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
+                   piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
