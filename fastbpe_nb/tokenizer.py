@@ -272,6 +272,8 @@ class Tokenizer:
         """Number of tokens of a str (an int) or of each document of a batch (an int64
         array). Cost and context budgeting: the ids are never turned into Python objects."""
         if isinstance(texts, str):
+            if len(texts) <= 256:  # encode's per-call fast path (the piece memo)
+                return len(self.encode(texts, allowed_special, disallowed_special))
             allowed, disallowed = self.specials.sets(allowed_special, disallowed_special)
             return len(self._encoder.encode_one(texts, allowed, disallowed))
         if not _is_arrow(texts):

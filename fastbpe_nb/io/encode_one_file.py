@@ -18,6 +18,7 @@ from .atomic import PendingFile, name_error
 from .bin_files import commit_bin, write_bin
 from .encode_identity import META_KEY, check_unchanged
 from .encode_inputs import open_input, text_slices
+from .pipeline import OrderedWriter, prefetch
 
 #: Bytes per id that writing ``ids`` as a Parquet ``list`` row takes in pyarrow's writer
 #: (repetition/definition levels and buffers for the whole row), measured with 11.5M and
@@ -44,6 +45,8 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
     idx_parts = []
     n_tokens_written = 0
     batch = table = None
+    # The next slice is read and the last one written while this one is encoded.
+    out = OrderedWriter()
     try:
         in_schema, batches = open_input(path, columns)
         if not count_only:
@@ -55,7 +58,7 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
                 schema = pa.schema(fields, metadata={META_KEY: json.dumps(record)})
                 writer = pq.ParquetWriter(pending[0].file, schema, write_page_checksum=True,
                                           compression="zstd")
-        for row0, table in text_slices(batches, column, path):
+        for row0, table in prefetch(text_slices(batches, column, path)):
             batch = (row0, table.num_rows)  # named if memory runs out
             col = table.column(column)
             col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
@@ -84,16 +87,18 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
                 lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values,
                                                  mask=mask)
                 arrays = [lists] + [table.column(c).combine_chunks() for c in keep]
-                writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+                out.submit(writer.write_table, pa.Table.from_arrays(arrays, schema=schema))
             else:
                 # Null rows encode to nothing, so ``ids`` is already the valid documents'
                 # ids back to back: insert the separator after each of them.
                 ends = offsets[1:][valid]
-                n_flat = write_bin(pending[0].file, ids, ends, sep_id,
-                                   np.dtype("<" + np_dtype.str[1:]))
+                n_flat = int(ends.shape[0]) + int(ids.shape[0])
+                out.submit(write_bin, pending[0].file, ids, ends, sep_id,
+                           np.dtype("<" + np_dtype.str[1:]))
                 starts = (offsets[:-1][valid] + np.arange(len(ends))).astype(np.int64)
                 idx_parts.append(starts + n_tokens_written)
                 n_tokens_written += n_flat
+        out.finish()
         check_unchanged(path, record, rep["rows"])
         if count_only:
             return rep
@@ -115,6 +120,10 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
         commit_bin(pending, job.outs[2], meta)
         return rep
     except BaseException as exc:
+        try:
+            out.finish()  # no write may still run while the outputs are removed
+        except BaseException:
+            pass
         if writer is not None:
             try:
                 writer.close()
