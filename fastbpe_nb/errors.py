@@ -157,3 +157,8 @@ class MemoryBudgetError(TrainingError, MemoryError):
 
 class TokenLookupError(FastBPEError, ValueError):
     """A token id or piece asked for by ``inspect`` is not in the vocabulary."""
+
+
+class RankCacheWarning(UserWarning):
+    """The on-disk cache of loaded ranks files (``io.rank_cache``) was skipped: a cache file
+    failed validation (it is rebuilt) or the cache folder cannot be written."""
