@@ -398,3 +398,104 @@ def test_import_compiles_nothing():
         "assert not any(getattr(k, n).signatures for n in dir(k) if hasattr(getattr(k, n), 'signatures'))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+# (f) ASCII next to non-ASCII at every boundary ----------------------------------------
+# A scanner that treats stretches of ASCII bytes specially must hand over exactly at the
+# first character its match depends on that is not ASCII: lookaheads (\s+(?!\S)), the
+# contractions, cl100k/o200k's optional prefix before letters, o200k's case rules and
+# digit groups all straddle the boundary in these texts, in windows of 1-12 bytes.
+
+ASCII_PARTS = [
+    "a", "abc", "Ab", "ABC", "HTTPServer", "s", "'", "'s", "'S", "'ll", "'Re", "'ve", "x'",
+    " ", "  ", "   ", "\t", "\n", "\r\n", "\r", " \n", "\x0b", "\x1c", "1", "12", "1234",
+    "(", ".", "/", "//", "!\n", "_", "\x00", "\x7f",
+]
+NON_ASCII_PARTS = [
+    "\u00e9", "\u00c9", "\u00fc", "\u0436", "\u0416", "\u4e2d", "\u3042", "\u01c5", "\u02b0",
+    "\u0301", "\u0903", "\u0663", "\uff11", "\u00b2", "\u2163", "\u00a0", "\u3000", "\u2028",
+    "\u0085", "\u200b", "\U0001f600", "\U00010428", "\u017f", "\u212a", "\u2019", "\uff0c",
+]
+boundary_texts = st.lists(
+    st.one_of(st.sampled_from(ASCII_PARTS), st.sampled_from(NON_ASCII_PARTS)),
+    max_size=24,
+).map("".join)
+
+
+def scan_with(data: np.ndarray, doc_offsets: np.ndarray, name: str, window: int,
+              stream: int) -> tuple[np.ndarray, np.ndarray]:
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb.kernels.scan import scan_batch
+
+    stage1, stage2 = class_table()
+    return scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, window, stream)
+
+
+@pytest.mark.parametrize("name", PATTERN_NAMES)
+@HYPOTHESIS
+@given(text=boundary_texts, window=st.integers(1, 12), stream=st.integers(1, 9))
+def test_ascii_next_to_non_ascii_matches_regex(name, text, window, stream):
+    assert_matches_regex(name, text)
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    got, _ = scan_with(data, np.array([0, len(data)], dtype=np.int64), name, window, stream)
+    assert pieces_of(data.tobytes(), got, 0, len(got) - 1) == expected_pieces(name, text)
+
+
+@pytest.mark.parametrize("name", PATTERN_NAMES)
+@HYPOTHESIS
+@given(text=boundary_texts, window=st.integers(1, 12))
+def test_documents_cut_at_every_byte_match_regex(name, text, window):
+    # The text cut in two documents at every byte, each head followed in the batch by its
+    # own tail: each run, lookahead and multi-byte character is cut by a document end at
+    # every place, with the bytes that would complete it right behind the end (a cut
+    # character is invalid UTF-8: one "other" byte per byte, as surrogateescape decodes it).
+    encoded = text.encode()
+    docs = [half for k in range(len(encoded) + 1) for half in (encoded[:k], encoded[k:])]
+    assert_batch_matches_regex(name, docs, errors="surrogateescape")
+    data = np.frombuffer(b"".join(docs), dtype=np.uint8)
+    doc_offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    doc_offsets[1:] = np.cumsum([len(d) for d in docs])
+    expected = scan_offsets(data, doc_offsets, name)
+    got = scan_with(data, doc_offsets, name, window, 4096)
+    assert got[0].tolist() == expected[0].tolist()
+    assert got[1].tolist() == expected[1].tolist()
+
+
+ASCII_BYTES = [p.encode() for p in ASCII_PARTS]
+mixed_invalid_bytes = st.lists(
+    st.one_of(st.sampled_from(ASCII_BYTES), st.sampled_from(INVALID_BYTES),
+              st.sampled_from([p.encode() for p in NON_ASCII_PARTS])),
+    max_size=20,
+).map(b"".join)
+
+
+@pytest.mark.parametrize("name", PATTERN_NAMES)
+@HYPOTHESIS
+@given(docs=st.lists(mixed_invalid_bytes, max_size=4), window=st.integers(1, 12))
+def test_ascii_next_to_invalid_utf8_follows_policy(name, docs, window):
+    assert_batch_matches_regex(name, docs, errors="surrogateescape")
+    data = np.frombuffer(b"".join(docs), dtype=np.uint8)
+    doc_offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    doc_offsets[1:] = np.cumsum([len(d) for d in docs])
+    expected = scan_offsets(data, doc_offsets, name)
+    got = scan_with(data, doc_offsets, name, window, 4096)
+    assert got[0].tolist() == expected[0].tolist()
+
+
+@pytest.mark.parametrize("name", PATTERN_NAMES)
+@HYPOTHESIS
+@given(text=boundary_texts, steps=st.lists(st.integers(1, 9), min_size=1, max_size=20))
+def test_scan_prefix_across_ascii_boundaries_chains_to_the_whole_scan(name, text, steps):
+    from fastbpe_nb._scanner import scan_prefix_offsets
+
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    if len(data) == 0:
+        return
+    expected = scan_offsets(data, None, name)[0].tolist()
+    got, start, k = [0], 0, 0
+    while start < len(data):
+        pieces, start = scan_prefix_offsets(data, start, start + steps[k % len(steps)], name)
+        got.extend(pieces[1:].tolist())
+        k += 1
+    assert got == expected
+    assert pieces_of(data.tobytes(), np.array(got), 0, len(got) - 1) == expected_pieces(name, text)
