@@ -23,8 +23,9 @@ from .parallel import call_kernel
 
 #: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
 LONG_PIECE = 48
-#: log2 of the largest per-block table of merged pieces (24-byte slots: 6 MiB).
-CACHE_BITS = 18
+#: log2 of the largest per-block table of merged pieces (24-byte slots: 24 MiB, half of
+#: them used at most; a block's table has about one slot per two of its pieces).
+CACHE_BITS = 20
 #: Units per window of the rank sweep over a long piece (why 8192: kernels.encode.encode_batch).
 SWEEP_WINDOW = 8192
 #: Overlap of consecutive sweep windows, in units, where their encodings must meet.

@@ -65,6 +65,9 @@ KERNEL_CONSTANTS = {
         "NO_RANK", "LOW32",
         # The sweep's int32 positions: pieces longer than this cannot be swept at all.
         "SWEEP_MAX_UNITS",
+        # Size of a block's front table: fixed by the L2 cache it must fit, not a per-call
+        # tunable (no caller changes it; the kernels' arguments carry the tunables).
+        "FRONT_SLOTS",
     )),
     *(f"fastbpe_nb.kernels.piece_cache:{name}" for name in (
         # Piece tables: short keys pack 15 bytes + length in two int64; values pack up to

@@ -198,3 +198,21 @@ def test_forked_child_keeps_or_drops_the_parents_cache(held):
     if held:
         tok.piece_cache._lock.release()
     assert status == 0 and message == b"ok", message
+
+
+def test_short_pieces_that_differ_only_after_their_seventh_byte():
+    # Short keys are (length + first 7 bytes, bytes 8..15): pieces with the same first key
+    # and different second keys, each a few tokens (so their ids are packed and the front
+    # table keeps them), collide in the direct-mapped front table.
+    import itertools
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = [" qwertyu" + a + b for a, b in itertools.product(letters, repeat=2)]
+    text = "".join(words[::3] + words + words[::7] + words[::-1])
+    tok = fb.train([text], vocab_size=290, pattern="gpt2")
+    assert max(len(tok.encode_ordinary(w)) for w in words) <= 3  # packed, kept in front
+    want = _uncached(tok).encode_ordinary(text)
+    assert tok.encode_ordinary(text) == want
+    assert tok.encode_ordinary(text) == want
+    assert tok.encode_batch([text, text[:5000]], num_threads=2) == [want, want[:len(
+        tok.encode_ordinary(text[:5000]))]]
