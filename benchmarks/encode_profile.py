@@ -1,36 +1,25 @@
 """Where fastbpe_nb's encoding time goes, stage by stage, on compare_encoders.py's workloads.
 
 Each public call is taken apart into the steps it runs, each step timed alone on the same
-data (medians of ``--repeat``), in the order the library runs them:
+data (medians of ``--repeat``, CPU time of the thread that runs it where one thread does
+the work, wall time otherwise), with the piece cache **cold** (``tok.piece_cache.clear()``
+before every timed call: a first pass over new text) and **warm** (after one untimed call
+on the same data: a long job's steady state on repeated text):
 
 * ``prepare``: text to UTF-8 bytes (single texts) or the Arrow buffers (``text_buffers``);
-* ``Parquet read``: row groups read, decoded and sliced as ``encode_parquet`` does;
-* ``scanner``: pre-tokenization alone (``_scanner.scan_prefix_offsets`` per 2 MiB segment
-  for a long text, as ``Tokenizer._encode_segmented`` does; ``pretokenize.piece_offsets``
-  for a batch; it runs on one thread);
-* ``kernel``: the encode kernel alone on the pre-split pieces (``Tokenizer._run``);
-* ``merging``: the kernel on only the pieces that reach the merge loop (the others
-  removed), an estimate of the cost of merging cache misses; the rest of ``kernel`` is
-  hashing, whole-token and cache lookups and copying ids;
-* ``output``: the ids to the caller's form (a list, a ``pa.ListArray``, or the ``.bin``
-  layout with separators);
-* ``write``: the ``.bin`` and index written and fsynced;
+* ``read``: Parquet row groups read, decoded and sliced as ``encode_parquet`` does;
+* ``scanner``: pre-tokenization alone (per ``SEGMENT_BYTES`` segment for a long text, as
+  ``Encoder.encode_segmented`` does; ``pretokenize.piece_offsets`` for a batch; one thread);
+* ``kernel``: the encode kernel alone on the pre-split pieces (``Encoder.run``);
+* ``merging``: the kernel on only the distinct pieces that one pass had to merge, with the
+  cache off: the cost of cache misses; the rest of ``kernel`` is lookups and copying ids;
+* ``output``: the ids to the caller's form (a ``pa.ListArray``; single texts: an array);
+* ``write``: the ``.bin`` written (``bin_files.write_bin``, to a temporary file);
 * ``other``: the public call's time minus the stages (Python glue, checks, copies).
 
-The piece table classifies every piece the way the kernel's ``_encode_block`` does, by
-replaying its decisions exactly (same hash, same 4,096-slot direct-mapped cache per block of
-documents, reset per block; a block is one ``_run`` call's document range): one byte (a
-table lookup), a whole token (one hash lookup), a cache hit, or merged; merged pieces are
-split into compulsory misses (first time in the block), conflict misses (seen earlier in
-the block but evicted from its slot: a bigger or associative cache would catch these),
-pieces of 25-48 bytes (never cached) and long pieces (over 48 bytes: the rank sweep). The
-last table counts the slots each whole-token lookup reads (the kernel's linear probing,
-replayed), and the longest run of occupied slots in that table.
-
-The replay predates the short-piece path (pieces of 2-7 bytes looked up by their packed
-bytes, then a direct-mapped cache of them): it models the path every piece took before,
-so its categories are where the long-piece path's time would go, and its "whole token" and
-"cache hit" counts overstate that path's work on pieces of up to 7 bytes.
+The piece table says what the kernel did with the pieces in one pass (its own counters,
+``tok.piece_cache.info()``): found in the vocabulary's short-token table or a block's front
+table, found in the persistent cache, found in the call's own block tables, or merged.
 
     python benchmarks/encode_profile.py --vocab cl100k --workloads code,mixed --scale 0.1
 """
@@ -50,223 +39,124 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-from numba import njit  # noqa: E402
 
-from fastbpe_nb.model import CACHE_UNITS  # noqa: E402
-from fastbpe_nb.kernels.hashing import EMPTY, HASH_SEED, hash_slot, hash_units  # noqa: E402
-
-CATEGORIES = ("one byte", "whole token", "cache hit", "compulsory miss", "conflict miss",
-              "25-48 B (uncached)", "long > 48 B")
+STAGES = ("prepare", "read", "scanner", "kernel", "merging", "output", "write")
+PIECE_KINDS = ("vocabulary or front table", "piece cache", "own call's table", "merged")
 
 
-@njit(cache=True)
-def _whole_probe(data, s, e, h, whole_keys, tok_off, tok_data):
-    """``kernels.encode._whole_piece``'s lookup, counting the slots it reads: ``(id, probes)``."""
-    mask = whole_keys.shape[0] - 1
-    i = hash_slot(h) & mask  # the kernel's slot function
-    n = e - s
-    probes = 0
-    while True:
-        probes += 1
-        t = whole_keys[i]
-        if t == EMPTY:
-            return -1, probes
-        if tok_off[t + 1] - tok_off[t] == n:
-            ts = tok_off[t]
-            same = True
-            for k in range(n):
-                if tok_data[ts + k] != data[s + k]:
-                    same = False
-                    break
-            if same:
-                return t, probes
-        i = (i + 1) & mask
-
-
-@njit(cache=True)
-def longest_cluster(keys):
-    """Longest run of occupied slots in an open-addressing table (wrapping around)."""
-    n = keys.shape[0]
-    best = 0
-    run = 0
-    for k in range(2 * n):
-        if keys[k % n] != EMPTY:
-            run += 1
-            if run > best:
-                best = run
-        else:
-            run = 0
-    return min(best, n)
-
-
-@njit(cache=True)
-def classify_pieces(data, piece_offsets, block_pieces, whole_keys, tok_off, tok_data,
-                    cache_bits, cache_units, long_piece):
-    """Category (index into CATEGORIES) of each piece, replaying ``_encode_block``, and
-    the number of whole-token table slots its lookup read (0: no lookup, one-byte pieces).
-
-    ``block_pieces[b]:block_pieces[b+1]`` are the pieces of block ``b`` (the cache is reset
-    per block, as each kernel block starts with an empty one). No special-token pieces.
-    """
-    n_pieces = piece_offsets.shape[0] - 1
-    cat = np.zeros(n_pieces, dtype=np.int8)
-    probes = np.zeros(n_pieces, dtype=np.int32)
-    use_whole = whole_keys.shape[0] > 0
-    n_cache = 1 << cache_bits
-    cmask = n_cache - 1
-    c_hash = np.full(n_cache, EMPTY, dtype=np.int64)
-    c_len = np.zeros(n_cache, dtype=np.int64)
-    c_start = np.zeros(n_cache, dtype=np.int64)
-    for b in range(block_pieces.shape[0] - 1):
-        c_hash[:] = EMPTY
-        seen = dict()
-        seen[np.int64(-1)] = True  # fixes the dict's types
-        for p in range(block_pieces[b], block_pieces[b + 1]):
-            s = piece_offsets[p]
-            e = piece_offsets[p + 1]
-            n = e - s
-            if n == 1:
-                cat[p] = 0
-                continue
-            h = hash_units(data, s, e, HASH_SEED)
-            if use_whole:
-                t, probes[p] = _whole_probe(data, s, e, h, whole_keys, tok_off, tok_data)
-                if t >= 0:
-                    cat[p] = 1
-                    continue
-            if n > cache_units:
-                cat[p] = 5 if n <= long_piece else 6
-                continue
-            slot = hash_slot(h) & cmask
-            if c_hash[slot] == h and c_len[slot] == n:
-                same = True
-                t = c_start[slot]
-                for k in range(n):
-                    if data[t + k] != data[s + k]:
-                        same = False
-                        break
-                if same:
-                    cat[p] = 2
-                    continue
-            key = h | (np.int64(n) << 48)
-            if key in seen:
-                cat[p] = 4
-            else:
-                cat[p] = 3
-                seen[key] = True
-            c_hash[slot] = h
-            c_len[slot] = n
-            c_start[slot] = s
-    return cat, probes
-
-
-def median_time(fn, repeat):
-    """Median seconds of ``repeat`` calls after one untimed call (compiles, warms caches)."""
-    times, out = [], fn()
+def timed(fn, repeat, before=None, cpu=False):
+    """Median seconds of ``repeat`` calls of ``fn`` (``before()`` untimed before each)."""
+    clock = time.thread_time if cpu else time.perf_counter
+    times, out = [], None
     for _ in range(repeat):
+        if before is not None:
+            before()
         out = None
-        t0 = time.perf_counter()
+        t0 = clock()
         out = fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return statistics.median(times), out
 
 
-def kernel_blocks(doc_pieces: np.ndarray, n_threads: int) -> np.ndarray:
-    """Piece bounds of the kernel's blocks for one ``_run`` call (see ``Tokenizer._run``)."""
-    n_docs = len(doc_pieces) - 1
-    if n_threads <= 1 or n_docs <= 1:
-        return np.array([doc_pieces[0], doc_pieces[-1]], dtype=np.int64)
-    n_blocks = max(1, min(n_docs, 8 * n_threads))
-    docs = np.array([b * n_docs // n_blocks for b in range(n_blocks + 1)])
-    return doc_pieces[docs].astype(np.int64)
+def counters(tok) -> np.ndarray:
+    info = tok.piece_cache.info()
+    return np.array([info["hits"], info["call_hits"], info["merged"]], dtype=np.int64)
 
 
-def merged_only(data, pieces, doc_pieces, cat):
-    """A layout of only the pieces that reach the merge loop (per document, in order)."""
-    keep = cat >= 3
-    starts, ends = pieces[:-1][keep], pieces[1:][keep]
-    lengths = ends - starts
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if len(lengths):
-        idx = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-        sub = data[idx]
-    else:
-        sub = np.zeros(0, dtype=np.uint8)
-    # The kernels compile one specialization per array flag: match the library's input.
-    sub.flags.writeable = data.flags.writeable
-    kept_before = np.concatenate([[0], np.cumsum(keep)])
-    return sub, offsets, np.zeros(0, np.int32), kept_before[doc_pieces].astype(np.int64)
+def distinct_merged(tok, layouts):
+    """Layouts of the distinct pieces one cold pass merges (each piece a document), found by
+    running the kernel with an empty cache and keeping pieces that are not vocabulary
+    tokens; approximated by "not one token and not in the short-token table"."""
+    seen, order = set(), []
+    for data, pieces, _, _ in layouts:
+        raw = data.tobytes()
+        for a, b in zip(pieces[:-1].tolist(), pieces[1:].tolist()):
+            if b - a > 1:
+                piece = raw[a:b]
+                if piece not in seen:
+                    seen.add(piece)
+                    order.append(piece)
+    vocab = set(tok.vocab)
+    order = [p for p in order if p not in vocab]  # whole tokens are never merged
+    if not order:
+        return None, 0
+    data = np.frombuffer(b"".join(order), dtype=np.uint8)
+    offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, order), np.int64, len(order)), out=offsets[1:])
+    docs = np.arange(len(order) + 1, dtype=np.int64)
+    return (data, offsets, np.zeros(0, np.int32), docs), len(order)
 
 
 class Profile:
-    """Stage times (seconds) and piece categories, accumulated over a workload's calls."""
+    def __init__(self, name, threads, n_bytes):
+        self.name, self.threads, self.n_bytes = name, threads, n_bytes
+        self.stages = {"cold": {}, "warm": {}}
+        self.pieces = 0
+        self.kinds = None
+        self.n_merged_distinct = 0
 
-    def __init__(self):
-        self.stages = {}
-        self.cats = np.zeros(len(CATEGORIES), dtype=np.int64)
-        self.cat_bytes = np.zeros(len(CATEGORIES), dtype=np.int64)
-        self.probes = []  # slots read per whole-token lookup
-        self.cluster = None
 
-    def add(self, stage, seconds):
-        self.stages[stage] = self.stages.get(stage, 0.0) + seconds
+def kernel_stages(prof, tok, layouts, n_threads, repeat):
+    """``kernel`` cold and warm, the piece table, and ``merging``."""
+    enc = tok._encoder
+    cpu = n_threads == 1
 
-    def classify(self, tok, data, pieces, doc_pieces, n_threads):
-        from fastbpe_nb.model import LONG_PIECE, CACHE_BITS
+    def run_all():
+        return [enc.run(lay, n_threads) for lay in layouts]
 
-        whole_keys, tok_off, tok_data = tok._whole_table()
-        cat, probes = classify_pieces(data, pieces, kernel_blocks(doc_pieces, n_threads),
-                                      whole_keys, tok_off, tok_data, CACHE_BITS, CACHE_UNITS,
-                                      LONG_PIECE)
-        self.probes.append(probes[probes > 0])
-        if self.cluster is None and len(whole_keys):
-            self.cluster = (int(longest_cluster(whole_keys)), len(whole_keys),
-                            int((whole_keys != EMPTY).sum()))
-        lengths = np.diff(pieces)
-        self.cats += np.bincount(cat, minlength=len(CATEGORIES))
-        self.cat_bytes += np.bincount(cat, weights=lengths, minlength=len(CATEGORIES)).astype(np.int64)
-        return cat
+    tok.piece_cache.clear()
+    before = counters(tok)
+    run_all()
+    hits, call_hits, merged = counters(tok) - before
+    prof.pieces = sum(len(lay[1]) - 1 for lay in layouts)
+    prof.kinds = (prof.pieces - hits - call_hits - merged, hits, call_hits, merged)
+    prof.stages["cold"]["kernel"] = timed(run_all, repeat, tok.piece_cache.clear, cpu)[0]
+    run_all()
+    prof.stages["warm"]["kernel"] = timed(run_all, repeat, None, cpu)[0]
+    sub, prof.n_merged_distinct = distinct_merged(tok, layouts)
+    if sub is not None:
+        saved = tok.piece_cache.max_bytes
+        tok.piece_cache.max_bytes = 0  # off: every distinct piece is merged
+        try:
+            t = timed(lambda: enc.run(sub, 1), repeat, None, True)[0]
+        finally:
+            tok.piece_cache.max_bytes = saved
+        prof.stages["cold"]["merging"] = t
 
 
 def profile_text(tok, text: str, repeat: int) -> Profile:
-    """A single text, ``encode_ordinary`` (1 thread), as ``_encode_array`` runs it."""
+    """One text, ``encode_to_numpy`` (1 thread), as ``Encoder.encode_one`` runs it."""
     from fastbpe_nb._scanner import scan_prefix_offsets
-    from fastbpe_nb.pretokenize import piece_offsets
     from fastbpe_nb.encoder import SEGMENT_BYTES
+    from fastbpe_nb.pretokenize import piece_offsets
 
-    prof = Profile()
-    prof.add("total", median_time(lambda: tok.encode_ordinary(text), repeat)[0])
-    t, raw = median_time(lambda: text.encode("utf-8"), repeat)
-    prof.add("prepare", t)
+    raw = text.encode("utf-8")
+    prof = Profile("", 1, len(raw))
+    call = lambda: tok.encode_to_numpy(text, disallowed_special=())  # noqa: E731
+    prof.stages["cold"]["total"] = timed(call, repeat, tok.piece_cache.clear)[0]
+    call()
+    prof.stages["warm"]["total"] = timed(call, repeat)[0]
+    t = timed(lambda: text.encode("utf-8"), repeat, None, True)[0]
     data = np.frombuffer(raw, dtype=np.uint8)
-    huge = tok._may_be_huge(text) and len(raw) > SEGMENT_BYTES
+    pattern = tok.level.pattern
 
     def scan():
-        if not huge:
-            pieces, doc_pieces = piece_offsets(data, np.array([0, len(data)], np.int64), tok.pattern)
-            return [(data, pieces, doc_pieces)]
-        segments, start = [], 0
+        if len(raw) <= SEGMENT_BYTES:
+            pieces, doc_pieces = piece_offsets(data, np.array([0, len(data)], np.int64), pattern)
+            return [(data, pieces, np.zeros(0, np.int32), doc_pieces)]
+        layouts, start = [], 0
         while start < len(data):
-            pieces, end = scan_prefix_offsets(data, start, start + SEGMENT_BYTES, tok.pattern)
-            segments.append((data[start:end], pieces - start,
-                             np.array([0, len(pieces) - 1], dtype=np.int64)))
+            pieces, end = scan_prefix_offsets(data, start, start + SEGMENT_BYTES, pattern)
+            layouts.append((data[start:end], pieces - start, np.zeros(0, np.int32),
+                            np.array([0, len(pieces) - 1], dtype=np.int64)))
             start = end
-        return segments
+        return layouts
 
-    t, segments = median_time(scan, repeat)
-    prof.add("scanner", t)
-    no_special = np.zeros(0, dtype=np.int32)
-    layouts = [(d, p, no_special, dp) for d, p, dp in segments]
-    t, parts = median_time(lambda: [tok._run(lay)[0] for lay in layouts], repeat)
-    prof.add("kernel", t)
-    merged = []
-    for d, p, _, dp in layouts:
-        cat = prof.classify(tok, d, p, dp, 1)
-        merged.append(merged_only(d, p, dp, cat))
-    prof.add("merging", median_time(lambda: [tok._run(lay) for lay in merged], repeat)[0])
-    ids = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    prof.add("output", median_time(lambda: tok._id_list(ids), repeat)[0])
+    ts, layouts = timed(scan, repeat)
+    for state in ("cold", "warm"):
+        prof.stages[state]["prepare"] = t
+        prof.stages[state]["scanner"] = ts
+    kernel_stages(prof, tok, layouts, 1, repeat)
     return prof
 
 
@@ -277,145 +167,109 @@ def profile_arrow(tok, array, n_threads: int, repeat: int) -> Profile:
     from fastbpe_nb.io.arrow_text import text_buffers
     from fastbpe_nb.pretokenize import piece_offsets
 
-    prof = Profile()
-    prof.add("total", median_time(lambda: tok.encode_batch(array, num_threads=n_threads,
-                                                           disallowed_special=()), repeat)[0])
-    t, (data, doc_offsets, _) = median_time(lambda: text_buffers(array), repeat)
-    prof.add("prepare", t)
-    t, (pieces, doc_pieces) = median_time(lambda: piece_offsets(data, doc_offsets, tok.pattern),
-                                          repeat)
-    prof.add("scanner", t)
+    data, doc_offsets, _ = text_buffers(array)
+    prof = Profile("", n_threads, int(doc_offsets[-1] - doc_offsets[0]))
+    call = lambda: tok.encode_batch(array, num_threads=n_threads, disallowed_special=())  # noqa
+    prof.stages["cold"]["total"] = timed(call, repeat, tok.piece_cache.clear)[0]
+    call()
+    prof.stages["warm"]["total"] = timed(call, repeat)[0]
+    t = timed(lambda: text_buffers(array), repeat)[0]
+    ts, (pieces, doc_pieces) = timed(lambda: piece_offsets(data, doc_offsets, tok.level.pattern),
+                                     repeat)
     layout = (data, pieces, np.zeros(0, np.int32), doc_pieces)
-    t, (ids, offsets) = median_time(lambda: tok._run(layout, n_threads), repeat)
-    prof.add("kernel", t)
-    cat = prof.classify(tok, data, pieces, doc_pieces, n_threads)
-    sub = merged_only(data, pieces, doc_pieces, cat)
-    prof.add("merging", median_time(lambda: tok._run(sub, n_threads), repeat)[0])
+    ids, offsets = tok._encoder.run(layout, n_threads)
 
-    def output():  # as Tokenizer._encode_arrow builds its result
+    def output():  # as Encoder.encode_arrow builds its result
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(ids),
                                         type=pa.list_(pa.int32()))
 
-    prof.add("output", median_time(output, repeat)[0])
+    to = timed(output, repeat)[0]
+    for state in ("cold", "warm"):
+        prof.stages[state].update(prepare=t, scanner=ts, output=to)
+    kernel_stages(prof, tok, [layout], n_threads, repeat)
     return prof
 
 
 def profile_parquet(tok, path: str, n_threads: int, repeat: int, sep: int) -> Profile:
-    """``encode_parquet(format="bin")`` of one file, stage by stage."""
+    """``encode_parquet(format="bin")`` end to end, and its stages on the file's slices."""
+    import pyarrow.parquet as pq
+
     import fastbpe_nb as fb
     from fastbpe_nb.io.arrow_text import text_buffers
+    from fastbpe_nb.io.bin_files import write_bin
     from fastbpe_nb.io.encode_inputs import open_input, text_slices
     from fastbpe_nb.pretokenize import piece_offsets
 
-    prof = Profile()
-    out_dir = tempfile.mkdtemp(prefix="fastbpe-profile-")
-    prof.add("total", median_time(lambda: fb.encode_parquet(
-        tok, path, out_dir, format="bin", dtype="uint32", special="text", separator=sep,
-        num_threads=n_threads), repeat)[0])
+    n_bytes = sum(pq.read_metadata(path).row_group(i).column(0).total_uncompressed_size
+                  for i in range(pq.read_metadata(path).num_row_groups))
+    with tempfile.TemporaryDirectory() as out:
+        def call():
+            fb.encode_parquet(tok, path, out, format="bin", dtype="uint32", special="text",
+                              separator=sep, num_threads=n_threads)
+            for name in os.listdir(out):
+                os.unlink(os.path.join(out, name))
 
-    def read():
-        out = []
-        for _, table in text_slices(open_input(path, ["text"])[1], "text", path):
-            col = table.column("text")
-            col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-            out.append(text_buffers(col)[:2])
-        return out
+        def read():
+            return [tab for _, tab in text_slices(open_input(path, ["text"])[1], "text", path)]
 
-    t, slices = median_time(read, repeat)
-    prof.add("Parquet read", t)
-    t, scanned = median_time(lambda: [piece_offsets(d, o, tok.pattern) for d, o in slices], repeat)
-    prof.add("scanner", t)
-    no_special = np.zeros(0, dtype=np.int32)
-    layouts = [(d, p, no_special, dp) for (d, _), (p, dp) in zip(slices, scanned)]
-    t, encoded = median_time(lambda: [tok._run(lay, n_threads) for lay in layouts], repeat)
-    prof.add("kernel", t)
-    merged = []
-    for d, p, _, dp in layouts:
-        merged.append(merged_only(d, p, dp, prof.classify(tok, d, p, dp, n_threads)))
-    prof.add("merging", median_time(lambda: [tok._run(lay, n_threads) for lay in merged],
-                                    repeat)[0])
+        prof = Profile("", n_threads, n_bytes)
+        prof.stages["cold"]["total"] = timed(call, repeat, tok.piece_cache.clear)[0]
+        call()
+        prof.stages["warm"]["total"] = timed(call, repeat)[0]
+        tr, tables = timed(read, repeat)
+        cols = [t.column("text").combine_chunks() for t in tables]
+        tp, bufs = timed(lambda: [text_buffers(c) for c in cols], repeat)
+        prof.n_bytes = sum(int(o[-1] - o[0]) for _, o, _ in bufs)
+        ts, split = timed(lambda: [piece_offsets(d, o, tok.level.pattern) for d, o, _ in bufs],
+                          repeat)
+        layouts = [(d, p, np.zeros(0, np.int32), dp) for (d, _, _), (p, dp) in zip(bufs, split)]
+        results = [tok._encoder.run(lay, n_threads) for lay in layouts]
 
-    def output():  # as _encode_one lays out the .bin and its index
-        flats, idx, written = [], [], 0
-        for ids, offsets in encoded:
-            ends = offsets[1:]
-            flat = np.insert(ids.astype("<u4"), ends, sep)
-            flats.append(flat)
-            idx.append((offsets[:-1] + np.arange(len(ends))).astype(np.int64) + written)
-            written += len(flat)
-        return flats, np.concatenate(idx + [np.array([written], np.int64)])
+        def write():
+            with open(os.path.join(out, "w.bin"), "wb") as f:
+                for ids, offsets in results:
+                    write_bin(f, ids, offsets[1:], sep, np.dtype("<u4"))
 
-    t, (flats, index) = median_time(output, repeat)
-    prof.add("output", t)
-
-    def write():
-        with open(os.path.join(out_dir, "profile.bin"), "wb") as f:
-            for flat in flats:
-                f.write(flat.data)
-            f.flush()
-            os.fsync(f.fileno())
-        with open(os.path.join(out_dir, "profile.idx.npy"), "wb") as f:
-            np.save(f, index)
-            f.flush()
-            os.fsync(f.fileno())
-
-    prof.add("write", median_time(write, repeat)[0])
-    import shutil
-
-    shutil.rmtree(out_dir, ignore_errors=True)
+        tw = timed(write, repeat)[0]
+    for state in ("cold", "warm"):
+        prof.stages[state].update(read=tr, prepare=tp, scanner=ts, write=tw)
+    kernel_stages(prof, tok, layouts, n_threads, repeat)
     return prof
-
-
-STAGES = ("prepare", "Parquet read", "scanner", "kernel", "merging", "output", "write")
 
 
 def print_profile(rows, vocab):
     print(f"\n### fastbpe_nb per-stage profile, {vocab}\n")
-    print("Seconds (share of the public call's time); `merging` is part of `kernel`, "
-          "`lookups` = kernel - merging.\n")
-    head = ["workload", "threads", "MB", "public call s (MB/s)", "prepare", "Parquet read",
-            "scanner", "kernel", "merging (est.)", "lookups", "output", "write", "other"]
+    print("Seconds (share of the public call's time). Cold: the piece cache emptied before "
+          "each call; warm: after one call on the same data. `merging` is the kernel on the "
+          "distinct pieces a cold pass merges, alone (part of cold `kernel`).\n")
+    head = ["workload", "cache", "threads", "MB", "public call s (MB/s)", *STAGES, "other"]
     print("| " + " | ".join(head) + " |")
-    print("|" + "|".join(["---", "---:"] + ["---:"] * (len(head) - 2)) + "|")
-    for name, threads, n_bytes, prof in rows:
-        st = prof.stages
-        total = st["total"]
-        parts = {k: st.get(k) for k in STAGES}
-        parts["lookups"] = st["kernel"] - st["merging"]
-        other = total - sum(v for k, v in parts.items() if v is not None and k not in
-                            ("merging", "lookups"))
+    print("|" + "|".join(["---", "---", "---:"] + ["---:"] * (len(head) - 3)) + "|")
+    for prof in rows:
+        for state in ("cold", "warm"):
+            st = prof.stages[state]
+            total = st["total"]
+            other = total - sum(v for k, v in st.items() if k not in ("total", "merging"))
 
-        def cell(x):
-            return "—" if x is None else f"{x:.3f} ({100 * x / total:.0f}%)"
+            def cell(x):
+                return "—" if x is None else f"{x:.3f} ({100 * x / total:.0f}%)"
 
-        row = [name, str(threads), f"{n_bytes / 1e6:.1f}",
-               f"{total:.3f} ({n_bytes / total / 1e6:.1f})"]
-        row += [cell(parts[k]) for k in ("prepare", "Parquet read", "scanner", "kernel")]
-        row += [cell(parts["merging"]), cell(parts["lookups"]), cell(parts["output"]),
-                cell(parts["write"]), cell(other)]
-        print("| " + " | ".join(row) + " |")
-    print("\nPieces by what the kernel does with them (share of pieces; share of bytes):\n")
-    print("| workload | pieces | bytes/piece | " + " | ".join(CATEGORIES) + " |")
-    print("|---|---:|---:|" + "---:|" * len(CATEGORIES))
-    for name, _, n_bytes, prof in rows:
-        n = prof.cats.sum()
-        nb = max(1, prof.cat_bytes.sum())
-        cells = [f"{100 * c / n:.1f}%; {100 * b / nb:.1f}%" for c, b in zip(prof.cats, prof.cat_bytes)]
-        print(f"| {name} | {n:,} | {nb / max(n, 1):.2f} | " + " | ".join(cells) + " |")
-    print("\nWhole-token lookups (every piece of 2+ bytes first looks itself up in the "
-          "token table, `kernels.encode._whole_piece`: linear probing keyed by "
-          "`hashing.hash_units`): slots read per lookup.\n")
-    print("| workload | lookups | mean slots read | median | 99th percentile | max | "
-          "longest occupied run in the table |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for name, _, _, prof in rows:
-        pr = np.concatenate(prof.probes) if prof.probes else np.zeros(0, np.int32)
-        if not len(pr):
-            continue
-        run, cap, used = prof.cluster
-        print(f"| {name} | {len(pr):,} | {pr.mean():.1f} | {np.median(pr):.0f} | "
-              f"{np.percentile(pr, 99):.0f} | {pr.max():,} | {run:,} slots ({used:,} tokens in "
-              f"{cap:,} slots) |")
+            row = [prof.name, state, str(prof.threads), f"{prof.n_bytes / 1e6:.1f}",
+                   f"{total:.3f} ({prof.n_bytes / total / 1e6:.1f})"]
+            row += [cell(st.get(k)) for k in STAGES] + [cell(other)]
+            print("| " + " | ".join(row) + " |")
+    print("\nWhat one cold pass did with each piece of 2+ bytes and of one byte (share of "
+          "pieces), and the distinct pieces it merged:\n")
+    print("| workload | pieces | " + " | ".join(PIECE_KINDS) + " | distinct merged | "
+          "merging MB/s |")
+    print("|---|---:|" + "---:|" * (len(PIECE_KINDS) + 2))
+    for prof in rows:
+        n = max(prof.pieces, 1)
+        cells = [f"{100 * k / n:.1f}%" for k in prof.kinds]
+        merging = prof.stages["cold"].get("merging")
+        print(f"| {prof.name} | {prof.pieces:,} | " + " | ".join(cells) +
+              f" | {prof.n_merged_distinct:,} | "
+              f"{'—' if not merging else f'{prof.n_bytes / 1e6 / merging:.0f} (of the text)'} |")
 
 
 def main(argv=None):
@@ -435,20 +289,19 @@ def main(argv=None):
     rows = []
     for w in args.workloads.split(","):
         path, what = workload_data(w, args.scale)
-        n_bytes = text_bytes(w, path)
         if w in TEXT_WORKLOADS:
             text = path.read_text(encoding="utf-8")
-            tok.encode_ordinary(text)  # warm every kernel this path uses
-            rows.append((w, 1, n_bytes, profile_text(tok, text, args.repeat)))
+            tok.encode_to_numpy(text)  # loads every kernel this path uses
+            prof = profile_text(tok, text, args.repeat)
         elif w == "mixed":
             array = read_arrow_text(path)
             tok.encode_batch(array[:1000], num_threads=args.threads, disallowed_special=())
-            rows.append((w, args.threads, n_bytes, profile_arrow(tok, array, args.threads,
-                                                                 args.repeat)))
+            prof = profile_arrow(tok, array, args.threads, args.repeat)
         else:
-            rows.append((w, args.threads, n_bytes, profile_parquet(tok, str(path), args.threads,
-                                                                   args.repeat, sep)))
-        print(f"{w}: {what}", file=sys.stderr, flush=True)
+            prof = profile_parquet(tok, str(path), args.threads, args.repeat, sep)
+        prof.name = w
+        rows.append(prof)
+        print(f"{w}: {what} ({text_bytes(w, path) / 1e6:.1f} MB)", file=sys.stderr, flush=True)
     print_profile(rows, args.vocab)
     if note:
         print(f"\n({note})")
