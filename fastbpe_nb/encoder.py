@@ -151,9 +151,10 @@ class Encoder:
         return ids.copy() if keep and 2 * len(ids) < capacity else ids
 
     def encode_huge(self, text, allowed, disallowed, index=0, where=None):
-        """A text of more than ``SEGMENT_BYTES``, scanned and encoded a segment at a time
-        (the same ids): ``(int32 ids, length of the buffer they are a view of)``; None when
-        it is not that (or holds an allowed special token)."""
+        """A text of at least ``SEGMENT_BYTES // 4`` characters (``may_be_huge``), scanned
+        and encoded ``SEGMENT_BYTES`` at a time (the same ids): ``(int32 ids, length of the
+        buffer they are a view of)``; None when it is not that (or holds an allowed
+        special token)."""
         if not self.may_be_huge(text):
             return None
         try:
@@ -161,8 +162,7 @@ class Encoder:
         except UnicodeEncodeError:
             text = clean_text(text)
             raw = text.encode("utf-8")
-        if len(raw) <= SEGMENT_BYTES:
-            return None
+        # Not bigger than a segment after all: one segment (the bytes are not encoded twice).
         disallowed_m = self.specials.matcher(disallowed)
         if disallowed_m is not None and disallowed_m.maybe_in(text):
             self.specials.check_disallowed(text, disallowed_m, index, where)
