@@ -362,7 +362,7 @@ def backtrack_tables(token_bytes, source=None):
 
     ``token_bytes``: the bytes of every token, index = id = rank (tiktoken's layout; no
     special tokens). Returns ``(tables, unreachable, out_of_order)``: ``tables`` the
-    arrays from ``first_edge`` to ``pair_vals`` in ``encode_piece``'s argument order, or
+    arrays from ``trie_slots`` to ``pair_vals`` in ``encode_piece``'s argument order, or
     None when the backtracking encoder would not be exact for this vocabulary (some
     token is made by BPE only through a part of higher rank: ``out_of_order``, int64 ids);
     ``unreachable`` the ids of tokens their own bytes do not encode to, left out of the
@@ -383,10 +383,12 @@ def backtrack_tables(token_bytes, source=None):
                 raise ModelFormatError(f"token {i} ({t!r:.40}) repeats token {seen[t]}",
                                        source, f"tokens[{i}]")
             seen[t] = i
+    if sum(map(len, tokens)) >= 2**23:  # trie keys node * 256 + byte + 1 must fit 31 bits
+        raise ModelFormatError("the tokens have 2**23 bytes or more in all", source, "tokens")
     order = np.array(sorted(range(len(tokens)), key=tokens.__getitem__), dtype=np.int64)
     from .kernels.backtrack import STATUS_OUT_OF_ORDER, STATUS_UNREACHABLE, build_backtrack_tables
 
-    *tables, status = call_kernel(build_backtrack_tables, *token_arrays(tokens), order, 16)
+    *tables, status = call_kernel(build_backtrack_tables, *token_arrays(tokens), order)
     unreachable = np.flatnonzero(status == STATUS_UNREACHABLE)
     out_of_order = np.flatnonzero(status == STATUS_OUT_OF_ORDER)
     return (None if out_of_order.size else tuple(tables)), unreachable, out_of_order

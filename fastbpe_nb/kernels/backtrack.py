@@ -43,35 +43,32 @@ STATUS_OUT_OF_ORDER = 3
 
 
 # ----------------------------------------------------------------------------- the trie
-@njit(cache=True, nogil=True)
-def _child(node, b, first_edge, edge_byte, edge_node, node_dense, dense):
-    """The child of ``node`` by byte ``b``, or -1."""
-    d = node_dense[node]
-    if d >= 0:
-        return dense[d * 256 + b]
-    for e in range(first_edge[node], first_edge[node + 1]):
-        eb = edge_byte[e]
-        if eb == b:
-            return edge_node[e]
-        if eb > b:  # edges are sorted by byte
+@njit(cache=True, nogil=True, inline="always")
+def _trie_slot(key, mask):
+    h = key * 0x9E3779B1  # key < 2**31: no overflow
+    return (h ^ (h >> 29)) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step(node, b, trie_slots):
+    """The child of ``node`` by byte ``b`` in the hashed trie, or -1.
+
+    One probe mostly: the slot holds ``(node * 256 + b + 1) << 32 | child``; a scan of a
+    node's sorted children cost 30 ns a byte (a branch mispredicted at each end)."""
+    mask = trie_slots.shape[0] - 1
+    key = np.int64(node) * 256 + b + 1
+    i = _trie_slot(key, mask)
+    while True:
+        v = trie_slots[i]
+        if (v >> 32) == key:
+            return v & 0xFFFFFFFF
+        if v == -1:
             return -1
-    return -1
+        i = (i + 1) & mask
 
 
-@njit(cache=True, nogil=True)
-def _lookup(data, a, c, first_edge, edge_byte, edge_node, node_dense, dense, node_tok):
-    """Id of the token whose bytes are ``data[a:c]`` (any status), or -1."""
-    node = 0
-    for p in range(a, c):
-        node = _child(node, data[p], first_edge, edge_byte, edge_node, node_dense, dense)
-        if node < 0:
-            return -1
-    return node_tok[node]
-
-
-@njit(cache=True, nogil=True)
-def _longest(data, p, end, first_edge, edge_byte, edge_node, node_dense, dense, node_tok,
-             node_use):
+@njit(cache=True, nogil=True, inline="always")
+def _longest(data, p, end, trie_slots, node_tok, node_use):
     """Longest usable token that is a prefix of ``data[p:end]``.
 
     Returns ``(token, whole)``: ``token`` -1 if none; ``whole`` the id of the token (any
@@ -81,7 +78,7 @@ def _longest(data, p, end, first_edge, edge_byte, edge_node, node_dense, dense, 
     best = -1
     q = p
     while q < end:
-        node = _child(node, data[q], first_edge, edge_byte, edge_node, node_dense, dense)
+        node = _step(node, data[q], trie_slots)
         if node < 0:
             return best, -1
         q += 1
@@ -92,8 +89,37 @@ def _longest(data, p, end, first_edge, edge_byte, edge_node, node_dense, dense, 
 
 
 @njit(cache=True, nogil=True)
-def _build_trie(tok_off, tok_data, order, dense_min):
-    """Trie of the tokens, nodes in depth-first order, children sorted by byte."""
+def _hash_trie(parent, nbyte, n_nodes):
+    """The trie's edges (node ``v`` hangs from ``parent[v]`` by byte ``nbyte[v]``) in an
+    open-addressing table (power of two, at most half full, -1 free)."""
+    cap = 2
+    while cap < 2 * n_nodes:
+        cap *= 2
+    slots = np.full(cap, -1, dtype=np.int64)
+    mask = cap - 1
+    for v in range(1, n_nodes):
+        key = np.int64(parent[v]) * 256 + nbyte[v] + 1
+        i = _trie_slot(key, mask)
+        while slots[i] != -1:
+            i = (i + 1) & mask
+        slots[i] = (key << 32) | v
+    return slots
+
+
+@njit(cache=True, nogil=True)
+def _lookup(data, a, c, trie_slots, node_tok):
+    """Id of the token whose bytes are ``data[a:c]`` (any status), or -1."""
+    node = 0
+    for p in range(a, c):
+        node = _step(node, data[p], trie_slots)
+        if node < 0:
+            return -1
+    return node_tok[node]
+
+
+@njit(cache=True, nogil=True)
+def _build_trie(tok_off, tok_data, order):
+    """Trie of the tokens (nodes in depth-first order) as ``(trie_slots, node_tok)``."""
     n_tok = tok_off.shape[0] - 1
     cap = tok_data.shape[0] + 1
     parent = np.empty(cap, dtype=np.int32)
@@ -124,43 +150,14 @@ def _build_trie(tok_off, tok_data, order, dense_min):
             n_nodes += 1
         node_tok[path[n]] = t
         prev = t
-    # Edges grouped by parent; nodes were made in sorted order, so each group is sorted.
-    first_edge = np.zeros(n_nodes + 1, dtype=np.int32)
-    for v in range(1, n_nodes):
-        first_edge[parent[v] + 1] += 1
-    for v in range(n_nodes):
-        first_edge[v + 1] += first_edge[v]
-    fill = first_edge[:n_nodes].copy()
-    edge_byte = np.empty(max(n_nodes - 1, 1), dtype=np.uint8)
-    edge_node = np.empty(max(n_nodes - 1, 1), dtype=np.int32)
-    for v in range(1, n_nodes):
-        e = fill[parent[v]]
-        fill[parent[v]] += 1
-        edge_byte[e] = nbyte[v]
-        edge_node[e] = v
-    # Nodes with many children get a direct row of 256 (the scan would be long).
-    node_dense = np.full(n_nodes, -1, dtype=np.int32)
-    rows = 0
-    for v in range(n_nodes):
-        if first_edge[v + 1] - first_edge[v] >= dense_min or v == 0:
-            node_dense[v] = rows
-            rows += 1
-    dense = np.full(rows * 256, -1, dtype=np.int32)
-    for v in range(n_nodes):
-        d = node_dense[v]
-        if d >= 0:
-            for e in range(first_edge[v], first_edge[v + 1]):
-                dense[d * 256 + edge_byte[e]] = edge_node[e]
-    return first_edge, edge_byte, edge_node, node_dense, dense, node_tok[:n_nodes].copy()
+    return _hash_trie(parent, nbyte, n_nodes), node_tok[:n_nodes].copy()
 
 
 # -------------------------------------------------------------- merging, for the checks
 @njit(cache=True, nogil=True)
 def _pair_rank(tok_data, s, i, k, limit, trie):
     """Rank (< limit) of the token with bytes ``tok_data[s+i:s+k]``, or ``limit``."""
-    first_edge, edge_byte, edge_node, node_dense, dense, node_tok = trie
-    t = _lookup(tok_data, s + i, s + k, first_edge, edge_byte, edge_node, node_dense, dense,
-                node_tok)
+    t = _lookup(tok_data, s + i, s + k, trie[0], trie[1])
     if t < 0 or t >= limit:
         return limit
     return t
@@ -198,13 +195,13 @@ def _merge_bytes(tok_data, s, n, limit, trie, bnd, rk):
 
 
 # ------------------------------------------------------------------------ the builder
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _pair_slot(l, r, mask):
     h = (np.int64(l) * 0x9E3779B1) ^ (np.int64(r) * 0x85EBCA6B)
     return (h ^ (h >> 29)) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _pair_get(l, r, pair_keys, pair_vals):
     """Token made by merging ``l`` and ``r`` (a token's split), or -1."""
     mask = pair_keys.shape[0] - 1
@@ -220,7 +217,7 @@ def _pair_get(l, r, pair_keys, pair_vals):
 
 
 @njit(cache=True, nogil=True)
-def build_backtrack_tables(tok_off, tok_data, order, dense_min):
+def build_backtrack_tables(tok_off, tok_data, order):
     """All tables of ``encode_piece``, and each token's status.
 
     Parameters
@@ -232,22 +229,13 @@ def build_backtrack_tables(tok_off, tok_data, order, dense_min):
         The tokens' bytes, concatenated.
     order : int64[n_tokens]
         The token ids sorted by their bytes (lexicographic, ``bytes`` order).
-    dense_min : int
-        Trie nodes with at least this many children get a direct 256-entry row (speed
-        only; >= 1).
 
     Returns
     -------
-    first_edge : int32[n_nodes + 1]
-        Node ``v``'s children are edges ``first_edge[v] .. first_edge[v + 1] - 1``.
-    edge_byte : uint8[max(n_nodes - 1, 1)]
-        The byte of each edge, ascending within a node.
-    edge_node : int32[max(n_nodes - 1, 1)]
-        The child each edge leads to.
-    node_dense : int32[n_nodes]
-        Row of ``dense`` of node ``v``, or -1 (the root always has one).
-    dense : int32[rows * 256]
-        ``dense[row * 256 + b]``: the child by byte ``b``, or -1.
+    trie_slots : int64[cap]
+        The trie of all tokens, root node 0: slot ``(v * 256 + b + 1) << 32 | child`` for
+        each edge from node ``v`` by byte ``b`` (open addressing, power of two, at most
+        half full, -1 free; ``_step`` probes it).
     node_tok : int32[n_nodes]
         The token (any status) whose bytes spell the path to the node, or -1.
     node_use : int32[n_nodes]
@@ -268,8 +256,8 @@ def build_backtrack_tables(tok_off, tok_data, order, dense_min):
         STATUS_OK, STATUS_BASE, STATUS_UNREACHABLE or STATUS_OUT_OF_ORDER.
     """
     n_tok = tok_off.shape[0] - 1
-    trie = _build_trie(tok_off, tok_data, order, dense_min)
-    first_edge, edge_byte, edge_node, node_dense, dense, node_tok = trie
+    trie = _build_trie(tok_off, tok_data, order)
+    trie_slots, node_tok = trie
     tok_len = np.empty(n_tok, dtype=np.int32)
     max_len = 1
     for t in range(n_tok):
@@ -292,10 +280,8 @@ def build_backtrack_tables(tok_off, tok_data, order, dense_min):
         parts = _merge_bytes(tok_data, s, n, t, trie, bnd, rk)
         if parts == 2:  # then the pair (rank t) is the only one left: BPE makes t
             status[t] = STATUS_OK
-            split_l[t] = _lookup(tok_data, s, s + bnd[1], first_edge, edge_byte, edge_node,
-                                 node_dense, dense, node_tok)
-            split_r[t] = _lookup(tok_data, s + bnd[1], s + n, first_edge, edge_byte,
-                                 edge_node, node_dense, dense, node_tok)
+            split_l[t] = _lookup(tok_data, s, s + bnd[1], trie_slots, node_tok)
+            split_r[t] = _lookup(tok_data, s + bnd[1], s + n, trie_slots, node_tok)
             n_ok += 1
         elif _merge_bytes(tok_data, s, n, n_tok, trie, bnd, rk) == 1:
             status[t] = STATUS_OUT_OF_ORDER  # made, but only through a higher rank
@@ -312,8 +298,7 @@ def build_backtrack_tables(tok_off, tok_data, order, dense_min):
         node = 0
         best = -1
         for p in range(s, s + tok_len[t] - 1):
-            node = _child(node, tok_data[p], first_edge, edge_byte, edge_node, node_dense,
-                          dense)
+            node = _step(node, tok_data[p], trie_slots)
             if node_use[node] >= 0:
                 best = node_use[node]
         next_prefix[t] = best
@@ -330,12 +315,11 @@ def build_backtrack_tables(tok_off, tok_data, order, dense_min):
                 i = (i + 1) & mask
             pair_keys[i] = (np.int64(split_l[t]) << 32) | np.int64(split_r[t])
             pair_vals[i] = t
-    return (first_edge, edge_byte, edge_node, node_dense, dense, node_tok, node_use, tok_len,
-            next_prefix, split_l, split_r, pair_keys, pair_vals, status)
+    return (trie_slots, node_tok, node_use, tok_len, next_prefix, split_l, split_r, pair_keys, pair_vals, status)
 
 
 # ------------------------------------------------------------------------ the encoder
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def compatible(a, b, split_l, split_r, pair_keys, pair_vals):
     """Whether BPE of the bytes of usable tokens ``a`` then ``b`` is ``[a, b]``.
 
@@ -365,9 +349,8 @@ def compatible(a, b, split_l, split_r, pair_keys, pair_vals):
             b = split_l[b]
 
 
-@njit(cache=True, nogil=True)
-def encode_piece(data, s, n, first_edge, edge_byte, edge_node, node_dense, dense, node_tok,
-                 node_use, tok_len, next_prefix, split_l, split_r, pair_keys, pair_vals,
+@njit(cache=True, nogil=True, inline="always")
+def encode_piece(data, s, n, trie_slots, node_tok, node_use, tok_len, next_prefix, split_l, split_r, pair_keys, pair_vals,
                  alive, out, o):
     """Write the ids of the piece ``data[s:s+n]`` (n >= 1) to ``out[o:o+m]``; return m.
 
@@ -375,7 +358,7 @@ def encode_piece(data, s, n, first_edge, edge_byte, edge_node, node_dense, dense
     ----------
     data : uint8[k]
         The text; the caller checks ``0 <= s``, ``n >= 1``, ``s + n <= k``.
-    first_edge ... pair_vals :
+    trie_slots ... pair_vals :
         ``build_backtrack_tables``'s arrays (refused if any token is OUT_OF_ORDER).
     alive : uint8[>= n + 1]
         Scratch (its contents on entry do not matter).
@@ -392,8 +375,7 @@ def encode_piece(data, s, n, first_edge, edge_byte, edge_node, node_dense, dense
         is that token, tiktoken's whole-piece rule.
     """
     end = s + n
-    nxt, whole = _longest(data, s, end, first_edge, edge_byte, edge_node, node_dense, dense,
-                          node_tok, node_use)
+    nxt, whole = _longest(data, s, end, trie_slots, node_tok, node_use)
     if whole >= 0:
         out[o] = whole
         return 1
@@ -414,8 +396,7 @@ def encode_piece(data, s, n, first_edge, edge_byte, edge_node, node_dense, dense
                 k += 1
                 pos = stop
                 if pos < end:
-                    nxt, _ = _longest(data, pos, end, first_edge, edge_byte, edge_node,
-                                      node_dense, dense, node_tok, node_use)
+                    nxt, _ = _longest(data, pos, end, trie_slots, node_tok, node_use)
                     if nxt < 0:
                         return -1
                 break
@@ -432,8 +413,7 @@ def encode_piece(data, s, n, first_edge, edge_byte, edge_node, node_dense, dense
 
 
 @njit(cache=True, nogil=True)
-def encode_pieces(data, piece_offsets, first_edge, edge_byte, edge_node, node_dense, dense,
-                  node_tok, node_use, tok_len, next_prefix, split_l, split_r, pair_keys,
+def encode_pieces(data, piece_offsets, trie_slots, node_tok, node_use, tok_len, next_prefix, split_l, split_r, pair_keys,
                   pair_vals):
     """Encode every piece ``data[piece_offsets[i]:piece_offsets[i + 1]]``.
 
@@ -443,7 +423,7 @@ def encode_pieces(data, piece_offsets, first_edge, edge_byte, edge_node, node_de
         The text.
     piece_offsets : int64[p + 1]
         Non-decreasing, within ``0 .. k`` (checked by the caller); empty pieces give no ids.
-    first_edge ... pair_vals :
+    trie_slots ... pair_vals :
         ``build_backtrack_tables``'s arrays.
 
     Returns
@@ -469,8 +449,7 @@ def encode_pieces(data, piece_offsets, first_edge, edge_byte, edge_node, node_de
         s = piece_offsets[i]
         n = piece_offsets[i + 1] - s
         if n > 0:
-            m = encode_piece(data, s, n, first_edge, edge_byte, edge_node, node_dense, dense,
-                             node_tok, node_use, tok_len, next_prefix, split_l, split_r,
+            m = encode_piece(data, s, n, trie_slots, node_tok, node_use, tok_len, next_prefix, split_l, split_r,
                              pair_keys, pair_vals, alive, out, o)
             if m < 0:
                 failed += 1
