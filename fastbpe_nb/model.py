@@ -355,3 +355,40 @@ class MergeModel:
                     results.append(tid)
         merges = np.stack([np.asarray(lefts, np.int32), np.asarray(rights, np.int32)], axis=1)
         return merges.reshape(-1, 2), np.asarray(results, dtype=np.int32)
+
+
+def backtrack_tables(token_bytes, source=None):
+    """The tables of ``kernels.backtrack.encode_piece`` for a ``ranks`` vocabulary.
+
+    ``token_bytes``: the bytes of every token, index = id = rank (tiktoken's layout; no
+    special tokens). Returns ``(tables, unreachable, out_of_order)``: ``tables`` the
+    arrays from ``trie_slots`` to ``pair_vals`` in ``encode_piece``'s argument order, or
+    None when the backtracking encoder would not be exact for this vocabulary (some
+    token is made by BPE only through a part of higher rank: ``out_of_order``, int64 ids);
+    ``unreachable`` the ids of tokens their own bytes do not encode to, left out of the
+    search (exact: BPE never makes them; a piece that is one still gets it whole).
+    Raises ModelFormatError naming the token for an empty, duplicate or non-bytes token.
+    """
+    tokens = list(token_bytes)
+    if len(tokens) >= 2**31:
+        raise ModelFormatError(f"{len(tokens)} tokens: ids must fit in int32", source, "tokens")
+    for i, t in enumerate(tokens):
+        if not isinstance(t, bytes) or not t:
+            raise ModelFormatError(f"token {i} is {t!r:.40}: expected non-empty bytes",
+                                   source, f"tokens[{i}]")
+    if len(set(tokens)) != len(tokens):
+        seen = {}
+        for i, t in enumerate(tokens):
+            if t in seen:
+                raise ModelFormatError(f"token {i} ({t!r:.40}) repeats token {seen[t]}",
+                                       source, f"tokens[{i}]")
+            seen[t] = i
+    if sum(map(len, tokens)) >= 2**23:  # trie keys node * 256 + byte + 1 must fit 31 bits
+        raise ModelFormatError("the tokens have 2**23 bytes or more in all", source, "tokens")
+    order = np.array(sorted(range(len(tokens)), key=tokens.__getitem__), dtype=np.int64)
+    from .kernels.backtrack import STATUS_OUT_OF_ORDER, STATUS_UNREACHABLE, build_backtrack_tables
+
+    *tables, status = call_kernel(build_backtrack_tables, *token_arrays(tokens), order)
+    unreachable = np.flatnonzero(status == STATUS_UNREACHABLE)
+    out_of_order = np.flatnonzero(status == STATUS_OUT_OF_ORDER)
+    return (None if out_of_order.size else tuple(tables)), unreachable, out_of_order

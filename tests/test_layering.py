@@ -60,6 +60,9 @@ KERNEL_CONSTANTS = {
     # The empty-slot marker of the open-addressing tables, and the seed that defines their
     # hash function: tables built by one kernel are probed by another.
     "fastbpe_nb.kernels.hashing:EMPTY", "fastbpe_nb.kernels.hashing:HASH_SEED",
+    # Token status codes of the backtracking tables, agreed with model.backtrack_tables.
+    *(f"fastbpe_nb.kernels.backtrack:{name}" for name in (
+        "STATUS_UNREACHABLE", "STATUS_OK", "STATUS_BASE", "STATUS_OUT_OF_ORDER")),
     *(f"fastbpe_nb.kernels.encode:{name}" for name in (
         # "No rank" sentinel and the 32-bit half of a packed pair.
         "NO_RANK", "LOW32",
