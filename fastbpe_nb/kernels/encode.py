@@ -30,7 +30,7 @@ from .hashing import EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, p
 from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_mix)
-#: kernel cache stamp: 668fc27d712e7138fb71b59d463b19f4833086bd8bf71a3825a5acf2cf22419d
+#: kernel cache stamp: 39b4b1d4c97f11bdb876d49ec0ca6cbb77d5249840554f7cbcd142e3f5f55587
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)

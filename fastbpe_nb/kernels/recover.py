@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: ea45a4694a759b60e1c44cd76af1a6c03e30d115c00f647dd871bf65328cdba5
+#: kernel cache stamp: edfd39e5b58ba1e618aae3d0a3eabad1c53591a203adc1d5d5d5d7d1452656c3
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
