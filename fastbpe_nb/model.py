@@ -22,7 +22,10 @@ from .parallel import call_kernel
 # ``import fastbpe_nb`` imports neither Numba nor pyarrow.
 
 #: Pieces longer than this many units are merged by the windowed rank sweep (or the heap).
-LONG_PIECE = 48
+LONG_PIECE = 256
+#: Pieces of at most this many units are merged by rescanning an array, longer ones up to
+#: LONG_PIECE by a small heap (kernels.encode ``_merge_short`` / ``_merge_mid``).
+SCAN_PIECE = 24
 #: log2 of the largest per-block table of merged pieces (24-byte slots: 24 MiB, half of
 #: them used at most; a block's table has about one slot per two of its pieces).
 CACHE_BITS = 20
@@ -33,7 +36,7 @@ SWEEP_MARGIN = 256
 #: Longest piece (in units) the piece tables keep (CJK runs of 20+ characters repeat too).
 CACHE_UNITS = 1024
 #: The encoder's tunables after the tables, in the kernels' argument order.
-TUNABLES = (CACHE_BITS, SWEEP_WINDOW, SWEEP_MARGIN, CACHE_UNITS)
+TUNABLES = (CACHE_BITS, SWEEP_WINDOW, SWEEP_MARGIN, CACHE_UNITS, SCAN_PIECE)
 
 
 def merge_array(merges, source=None) -> np.ndarray:
@@ -172,7 +175,7 @@ class KernelTables:
     def __init__(self, merges, merge_ids, whole=None, ranks=None, long_piece=LONG_PIECE,
                  short_tokens=(), sym_map=None):
         from .kernels.encode import build_byte_pairs, sweep_rank_count
-        from .kernels.hashing import build_rank_table
+        from .kernels.hashing import build_rank_table, interleave_table
 
         keys, vals = call_kernel(build_rank_table, np.ascontiguousarray(merges, dtype=np.int32),
                                  np.ascontiguousarray(merge_ids, dtype=np.int32))
@@ -180,7 +183,10 @@ class KernelTables:
             occupied = keys != -1
             r = vals[occupied] >> 32
             vals[occupied] = (np.asarray(ranks, np.int64)[r] << 32) | (vals[occupied] & 0xFFFFFFFF)
-        self.keys, self.vals = keys, vals
+        # One array, key and value side by side (a probe reads one cache line); the two
+        # arrays are views of it (for ``table_get``).
+        self.pairs = call_kernel(interleave_table, keys, vals)
+        self.keys, self.vals = self.pairs[0::2], self.pairs[1::2]
         self.long_piece = long_piece
         self.sweep_ranks = 0 if long_piece == 1 else int(call_kernel(sweep_rank_count, keys, vals))
         self.byte_pairs = call_kernel(build_byte_pairs, keys, vals)
@@ -191,9 +197,9 @@ class KernelTables:
             self.short = self._short_table(short_tokens, sym_map)
 
     def args(self, short: bool = True) -> tuple:
-        """The kernel arguments from ``keys`` to ``cache_units`` (see kernels.encode)."""
+        """The kernel arguments from ``pairs`` to ``byte_pairs`` (see kernels.encode)."""
         short_table = self.short if short else np.zeros(0, dtype=np.int64)
-        return (self.keys, self.vals, *self.whole, short_table, self.byte_pairs)
+        return (self.pairs, *self.whole, short_table, self.byte_pairs)
 
     def tail(self) -> tuple:
         return (self.long_piece, self.sweep_ranks, *TUNABLES)

@@ -23,7 +23,7 @@ from fastbpe_nb.kernels.encode import (
     _merge_long, _merge_sweep, _merge_windowed, sweep_rank_count,
 )
 from fastbpe_nb.model import SWEEP_MARGIN, SWEEP_WINDOW
-from fastbpe_nb.kernels.hashing import build_rank_table
+from fastbpe_nb.kernels.hashing import build_rank_table, interleave_table
 
 from fbtest import NOJIT
 
@@ -41,14 +41,15 @@ def run_all(symbols, keys, vals, window, margin, in_hypothesis=False):
     starts; the sweep's entry is None where it gave up (a merge made a lower-rank pair)."""
     base = np.asarray(symbols, dtype=np.int32)
     n = len(base)
+    pairs = interleave_table(keys, vals)  # the layout the merge kernels read
     heap = base.copy()
     heap_starts = np.empty(n, dtype=np.int32)
-    m = _merge_long(heap, n, keys, vals, 0.0, np.ones(1, np.int64), heap_starts)
+    m = _merge_long(heap, n, pairs, 0.0, np.ones(1, np.int64), heap_starts)
     out = [heap[:m].tolist()]
     head = np.full(sweep_rank_count(keys, vals), -1, dtype=np.int32)
     sweep = base.copy()
     starts = np.empty(n, dtype=np.int32)
-    m = _merge_sweep(sweep, n, keys, vals, head, starts)
+    m = _merge_sweep(sweep, n, pairs, head, starts)
     assert (head == -1).all(), "the sweep must leave its list heads empty"
     if m >= 0:
         out.append(sweep[:m].tolist())
@@ -58,14 +59,14 @@ def run_all(symbols, keys, vals, window, margin, in_hypothesis=False):
             event("the sweep gave up: the heap took over")
         out.append(None)
     windowed = np.full(n + 3, -7, dtype=np.int32)
-    m = _merge_windowed(base, NO_MAP, 0, n, keys, vals, head, window, margin, windowed, 3)
+    m = _merge_windowed(base, NO_MAP, 0, n, pairs, head, window, margin, windowed, 3)
     out.append(windowed[3:3 + m].tolist())
     assert (windowed[:3] == -7).all(), "wrote before its output offset"
     # The same through a unit -> base id map, from an offset in the units.
     shifted = np.concatenate([[5, 5], base + 1]).astype(np.int32)
     unmap = np.arange(-1, base.max(initial=0) + 1, dtype=np.int32)
     again = np.empty(n, dtype=np.int32)
-    m2 = _merge_windowed(shifted, unmap, 2, n, keys, vals, head, window, margin, again, 0)
+    m2 = _merge_windowed(shifted, unmap, 2, n, pairs, head, window, margin, again, 0)
     assert again[:m2].tolist() == out[-1]
     assert (head == -1).all(), "the sweep must leave its list heads empty"
     return out, heap_starts[: len(out[0])]
@@ -167,7 +168,7 @@ def test_sweep_gives_up_on_a_lower_rank_pair():
     assert sweep_rank_count(keys, vals) == 3
     symbols = [97, 98, 98, 99]
     head = np.full(3, -1, dtype=np.int32)
-    assert _merge_sweep(np.array(symbols, np.int32), 4, keys, vals, head, np.empty(4, np.int32)) == -1
+    assert _merge_sweep(np.array(symbols, np.int32), 4, interleave_table(keys, vals), head, np.empty(4, np.int32)) == -1
     assert (head == -1).all()
     model = SimpleNamespace(merges=merges, merge_ids=[259, 256, 258])
     for text in [symbols, symbols * 40, [97] + symbols * 9 + [99]]:
@@ -188,7 +189,7 @@ def test_sweep_sees_a_lower_rank_pair_hidden_by_a_later_chain():
     model = SimpleNamespace(merges=[(2, 1), (1, 0)], merge_ids=[0, 2])
     head = np.full(sweep_rank_count(keys, vals), -1, dtype=np.int32)
     text = [1, 0, 1, 0]
-    assert _merge_sweep(np.array(text, np.int32), 4, keys, vals, head, np.empty(4, np.int32)) == -1
+    assert _merge_sweep(np.array(text, np.int32), 4, interleave_table(keys, vals), head, np.empty(4, np.int32)) == -1
     assert (head == -1).all()
     for text in [[1, 0, 1, 0], [1, 0] * 9, [0] + [1, 0] * 5 + [1], [1, 0, 0, 1, 0, 1, 0]]:
         expected = ref.encode_symbols(text, model)
@@ -224,7 +225,7 @@ def test_tokenizer_long_pieces_end_to_end():
         for piece in fb.pretokenize.split(text, "gpt2"):
             base = tok.level.sym_map[np.frombuffer(piece.encode(), np.uint8)].astype(np.int32)
             heap = base.copy()
-            m = _merge_long(heap, len(base), keys, vals, 0.0, np.ones(1, np.int64), heap[:0])
+            m = _merge_long(heap, len(base), tables.pairs, 0.0, np.ones(1, np.int64), heap[:0])
             assert tok.encode(piece) == heap[:m].tolist()
         assert tok.encode_batch([text, text[:100]], num_threads=2)[0] == ids
 

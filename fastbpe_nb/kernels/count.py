@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, HASH_SEED, grow, hash_slot, hash_units
-#: kernel cache stamp: efd979646a3e4d9ac99600c11b43fb4d55b62884de9c289a7811b3696f785fca
+#: kernel cache stamp: 64f7370a7fd2f5e9dd4fceedd2e9c773b087237c198335c88176248372404e54
 
 
 @njit(cache=True, nogil=True)

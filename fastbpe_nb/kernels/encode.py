@@ -26,11 +26,11 @@ merged itself; after the parallel loop the blocks' tables are added to the cache
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, HASH_SEED, hash_slot, hash_units, pair_key, table_slot
+from .hashing import EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, pair_key
 from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_mix)
-#: kernel cache stamp: 668fc27d712e7138fb71b59d463b19f4833086bd8bf71a3825a5acf2cf22419d
+#: kernel cache stamp: 39b4b1d4c97f11bdb876d49ec0ca6cbb77d5249840554f7cbcd142e3f5f55587
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -108,12 +108,13 @@ def build_short_table(data, piece_offsets, ids, id_offsets):
 
 
 @njit(cache=True, nogil=True)
-def _lookup(keys, vals, a, b):
-    """``(rank << 32) | new_id`` of pair (a, b), or -1 when the pair has no merge."""
-    i = table_slot(keys, pair_key(a, b))
-    if keys[i] == EMPTY:
-        return NO_RANK
-    return vals[i]
+def _lookup(pairs, a, b):
+    """``(rank << 32) | new_id`` of pair (a, b), or -1 when the pair has no merge.
+
+    ``pairs`` is the rank table interleaved (``hashing.interleave_table``): a probe reads
+    key and value from one cache line.
+    """
+    return interleaved_get(pairs, pair_key(a, b), NO_RANK)
 
 
 @njit(cache=True, nogil=True)
@@ -128,7 +129,7 @@ def build_byte_pairs(keys, vals):
     Returns
     -------
     byte_pairs : int64[65536]
-        Entry ``a * 256 + b``: what ``_lookup(keys, vals, a, b)`` returns. The first round
+        Entry ``a * 256 + b``: what ``_lookup`` returns for pair (a, b). The first round
         of merging a piece looks up only such pairs (its base symbols): 512 KB that stay
         in cache instead of a probe of a table of hundreds of thousands of pairs.
     """
@@ -145,7 +146,7 @@ def build_byte_pairs(keys, vals):
 
 
 @njit(cache=True, nogil=True)
-def _merge_short(buf, n, rk, keys, vals, byte_pairs):
+def _merge_short(buf, n, rk, pairs, byte_pairs):
     """Merge ``buf[:n]`` in place by scanning for the best pair; returns the new length.
 
     ``rk[i]`` holds the packed ``(rank << 32) | new_id`` of pair ``(buf[i], buf[i+1])``;
@@ -161,7 +162,7 @@ def _merge_short(buf, n, rk, keys, vals, byte_pairs):
         if dense and a < 256 and b < 256:
             rk[i] = byte_pairs[a * 256 + b]
         else:
-            rk[i] = _lookup(keys, vals, a, b)
+            rk[i] = _lookup(pairs, a, b)
     while n > 1:
         best = NO_RANK
         bi = -1
@@ -179,9 +180,9 @@ def _merge_short(buf, n, rk, keys, vals, byte_pairs):
             rk[j] = rk[j + 1]
         n -= 1
         if bi > 0:
-            rk[bi - 1] = _lookup(keys, vals, buf[bi - 1], buf[bi])
+            rk[bi - 1] = _lookup(pairs, buf[bi - 1], buf[bi])
         if bi < n - 1:
-            rk[bi] = _lookup(keys, vals, buf[bi], buf[bi + 1])
+            rk[bi] = _lookup(pairs, buf[bi], buf[bi + 1])
     return n
 
 
@@ -229,7 +230,90 @@ def _xorshift32(state):
 
 
 @njit(cache=True, nogil=True)
-def _merge_long(buf, n, keys, vals, dropout, rng, starts):
+def _merge_mid(buf, n, rk, nxt, prv, heap, pairs, byte_pairs):
+    """Merge ``buf[:n]`` in place with a linked list and a min-heap; returns the new length.
+
+    For pieces of a few dozen to a few hundred units, where ``_merge_short``'s rescan and
+    shift of the whole piece per merge costs more than a heap (CJK text: most of its bytes
+    are in pieces of 16-128 bytes). Like ``_merge_long`` without dropout, but an entry is
+    checked against ``rk`` (the current pair value at each position) instead of a second
+    lookup, and the first round reads ``byte_pairs``.
+
+    Exact: heap keys are ``(rank << 32) | position``, so the pop is the lowest rank, the
+    leftmost on equal rank. Every live pair at position i has an entry with key
+    ``(rank of rk[i], i)`` (pushed when ``rk[i]`` was set); an entry whose rank is not
+    ``rk[i]``'s any more is stale and dropped, and one whose rank still is stands for the
+    pair now at i, which has that rank and position: popping it is right either way.
+
+    Parameters
+    ----------
+    buf : int32[>= n]
+        Base ids in (n >= 2), token ids out (``buf[:m]``).
+    n : int
+        Number of symbols.
+    rk : int64[>= n]
+        Scratch: packed ``(rank << 32) | new_id`` of pair (i, nxt[i]), -1 when none.
+    nxt, prv : int32[>= n]
+        Scratch: the linked list of live positions.
+    heap : int64[>= 3 n]
+        Scratch: the heap (n - 1 initial entries, at most two more per merge).
+    pairs : int64[2 * cap]
+        The interleaved merge-rank table.
+    byte_pairs : int64[65536] or int64[0]
+        ``build_byte_pairs`` (empty: the rank table only).
+    """
+    dense = byte_pairs.shape[0] == 65536
+    hn = 0
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+    for i in range(n - 1):
+        a = buf[i]
+        b = buf[i + 1]
+        if dense and a < 256 and b < 256:
+            v = byte_pairs[a * 256 + b]
+        else:
+            v = _lookup(pairs, a, b)
+        rk[i] = v
+        if v >= 0:
+            hn = _heap_push(heap, hn, ((v >> 32) << 32) | i)
+    rk[n - 1] = NO_RANK
+    while hn > 0:
+        item, hn = _heap_pop(heap, hn)
+        i = item & LOW32
+        v = rk[i]
+        if v < 0 or (v >> 32) != (item >> 32):
+            continue  # stale: the pair at i was merged or changed since
+        j = nxt[i]
+        buf[i] = v & LOW32
+        rk[j] = NO_RANK  # j is gone: its entries are stale from now on
+        k = nxt[j]
+        nxt[i] = k
+        if k < n:
+            prv[k] = i
+        p = prv[i]
+        if p >= 0:
+            w = _lookup(pairs, buf[p], buf[i])
+            rk[p] = w
+            if w >= 0:
+                hn = _heap_push(heap, hn, ((w >> 32) << 32) | p)
+        w = NO_RANK
+        if k < n:
+            w = _lookup(pairs, buf[i], buf[k])
+            if w >= 0:
+                hn = _heap_push(heap, hn, ((w >> 32) << 32) | i)
+        rk[i] = w
+    m = 0
+    i = 0
+    while i < n:
+        buf[m] = buf[i]
+        m += 1
+        i = nxt[i]
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _merge_long(buf, n, pairs, dropout, rng, starts):
     """Merge ``buf[:n]`` in place with a linked list and a min-heap; returns the new length.
 
     With ``dropout > 0`` (BPE-dropout), each applicable merge is skipped with probability
@@ -249,7 +333,7 @@ def _merge_long(buf, n, keys, vals, dropout, rng, starts):
     n_skipped = 0
     hn = 0
     for i in range(n - 1):
-        v = _lookup(keys, vals, buf[i], buf[i + 1])
+        v = _lookup(pairs, buf[i], buf[i + 1])
         if v >= 0:
             hn = _heap_push(heap, hn, ((v >> 32) << 32) | i)
     while hn > 0:
@@ -261,7 +345,7 @@ def _merge_long(buf, n, keys, vals, dropout, rng, starts):
         j = nxt[i]
         if j >= n:
             continue
-        v = _lookup(keys, vals, buf[i], buf[j])
+        v = _lookup(pairs, buf[i], buf[j])
         if v < 0 or (v >> 32) != rank:
             continue  # stale: the pair at i changed since this entry was pushed
         if dropout > 0.0:
@@ -279,11 +363,11 @@ def _merge_long(buf, n, keys, vals, dropout, rng, starts):
         if nxt[i] < n:
             prv[nxt[i]] = i
         if prv[i] >= 0:
-            v = _lookup(keys, vals, buf[prv[i]], buf[i])
+            v = _lookup(pairs, buf[prv[i]], buf[i])
             if v >= 0:
                 hn = _heap_push(heap, hn, ((v >> 32) << 32) | prv[i])
         if nxt[i] < n:
-            v = _lookup(keys, vals, buf[i], buf[nxt[i]])
+            v = _lookup(pairs, buf[i], buf[nxt[i]])
             if v >= 0:
                 hn = _heap_push(heap, hn, ((v >> 32) << 32) | i)
     keep_starts = starts.shape[0] > 0
@@ -332,7 +416,7 @@ def _sweep_push(head, ent_pos, ent_next, n_ent, ranks, n_ranks_live, v, pos):
 
 
 @njit(cache=True, nogil=True)
-def _merge_sweep(buf, n, keys, vals, head, starts):
+def _merge_sweep(buf, n, pairs, head, starts):
     """Merge ``buf[:n]`` in place rank by rank; returns the new length, or -1 (see below).
 
     Exactly the lowest-rank-leftmost-first rule, in O(n log k) for k distinct ranks. Each
@@ -357,7 +441,7 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
         The piece's base ids (n >= 1); on return ``buf[:m]`` holds its token ids.
     n : int
         Number of symbols.
-    keys, vals : int64[cap]
+    pairs : int64[2 * cap]
         The merge-rank table.
     head : int32[sweep_rank_count(keys, vals)]
         Scratch list heads, all -1 on entry; all -1 again on return.
@@ -382,7 +466,7 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
         merged_at[i] = -1
     pair[n - 1] = NO_RANK
     for i in range(n - 1):
-        v = _lookup(keys, vals, buf[i], buf[i + 1])
+        v = _lookup(pairs, buf[i], buf[i + 1])
         pair[i] = v
         if v >= 0:
             n_ent, n_live = _sweep_push(head, ent_pos, ent_next, n_ent, ranks, n_live, v, i)
@@ -413,7 +497,7 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
                     prv[k] = i
                 p = prv[i]
                 if p >= 0:
-                    v = _lookup(keys, vals, buf[p], buf[i])
+                    v = _lookup(pairs, buf[p], buf[i])
                     pair[p] = v
                     if v >= 0:
                         if (v >> 32) <= r:
@@ -424,7 +508,7 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
                 if k >= n:
                     pair[i] = NO_RANK
                     break
-                v = _lookup(keys, vals, buf[i], buf[k])
+                v = _lookup(pairs, buf[i], buf[k])
                 pair[i] = v
                 if v >= 0 and (v >> 32) <= r:
                     broken = True
@@ -432,7 +516,7 @@ def _merge_sweep(buf, n, keys, vals, head, starts):
                 if merged_at[k] == r:
                     # k's chain went first; the rule merges this one first and meets
                     # (new token, k's old token) before k is merged.
-                    w = _lookup(keys, vals, buf[i], left_part[k])
+                    w = _lookup(pairs, buf[i], left_part[k])
                     if w >= 0 and (w >> 32) <= r:
                         broken = True
                         break
@@ -472,16 +556,16 @@ def _load_units(units, sym_map, start, ids, n):
 
 
 @njit(cache=True, nogil=True)
-def _sweep_window(units, sym_map, s, x0, x1, keys, vals, head, ids, starts):
+def _sweep_window(units, sym_map, s, x0, x1, pairs, head, ids, starts):
     """Encode the piece's units ``x0:x1`` (``units[s + x0:s + x1]``) into ``ids[:m]``, with
     token starts (offsets in the piece) in ``starts[:m + 1]`` (``starts[m] = x1``);
     returns ``m``. The sweep, or the heap where the sweep gives up."""
     n = x1 - x0
     _load_units(units, sym_map, s + x0, ids, n)
-    m = _merge_sweep(ids, n, keys, vals, head, starts)
+    m = _merge_sweep(ids, n, pairs, head, starts)
     if m < 0:
         _load_units(units, sym_map, s + x0, ids, n)
-        m = _merge_long(ids, n, keys, vals, 0.0, np.ones(1, dtype=np.int64), starts)
+        m = _merge_long(ids, n, pairs, 0.0, np.ones(1, dtype=np.int64), starts)
     for k in range(m):
         starts[k] += x0
     starts[m] = x1
@@ -489,7 +573,7 @@ def _sweep_window(units, sym_map, s, x0, x1, keys, vals, head, ids, starts):
 
 
 @njit(cache=True, nogil=True)
-def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out, o):
+def _merge_windowed(units, sym_map, s, n, pairs, head, window, margin, out, o):
     """Merge one piece window by window, so each window's work stays in cache; writes its
     ids to ``out[o:o + m]`` and returns ``m``. Exact: where windows do not meet, the piece
     is merged whole.
@@ -513,7 +597,7 @@ def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out,
         Base id of each unit value; empty when the units are base ids already.
     s, n : int
         Start and length of the piece in ``units``.
-    keys, vals : int64[cap]
+    pairs : int64[2 * cap]
         The merge-rank table.
     head : int32[sweep_rank_count(keys, vals)]
         Scratch list heads, all -1 on entry and on return.
@@ -526,7 +610,7 @@ def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out,
     """
     span = window + margin
     if n <= span:
-        return _sweep_window(units, sym_map, s, 0, n, keys, vals, head, out[o:o + n],
+        return _sweep_window(units, sym_map, s, 0, n, pairs, head, out[o:o + n],
                              np.empty(n + 1, dtype=np.int32))
     a_ids = np.empty(span, dtype=np.int32)
     a_st = np.empty(span + 1, dtype=np.int32)
@@ -534,7 +618,7 @@ def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out,
     b_st = np.empty(span + 1, dtype=np.int32)
     xa = 0
     ea = span
-    na = _sweep_window(units, sym_map, s, xa, ea, keys, vals, head, a_ids, a_st)
+    na = _sweep_window(units, sym_map, s, xa, ea, pairs, head, a_ids, a_st)
     ia = 0  # A's tokens before ia are committed to out[o:o + m]
     m = 0
     while ea < n:
@@ -551,7 +635,7 @@ def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out,
                 break  # a token as long as the window: no progress possible
             xb = a_st[c]
             eb = min(n, xb + span)
-            nb = _sweep_window(units, sym_map, s, xb, eb, keys, vals, head, b_ids, b_st)
+            nb = _sweep_window(units, sym_map, s, xb, eb, pairs, head, b_ids, b_st)
             # The first token both encodings hold at the same span.
             i = c
             j = 0
@@ -571,7 +655,7 @@ def _merge_windowed(units, sym_map, s, n, keys, vals, head, window, margin, out,
             back *= 4
         if not found:
             # No shared token in some overlap: merge the whole piece (still exact).
-            return _sweep_window(units, sym_map, s, 0, n, keys, vals, head, out[o:o + n],
+            return _sweep_window(units, sym_map, s, 0, n, pairs, head, out[o:o + n],
                                  np.empty(n + 1, dtype=np.int32))
         for k in range(ia, i):
             out[o + m] = a_ids[k]
@@ -641,10 +725,10 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 
 
 @njit(cache=True, nogil=True)
-def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, ctab, cunits,
-                  cids, btab, base, bcap, d0, d1, out, doc_counts, stats):
+                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, scan_piece,
+                  ctab, cunits, cids, btab, base, bcap, d0, d1, out, doc_counts, stats):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit.
 
     A piece is looked up, in this order, in the vocabulary's short-piece table, as a whole
@@ -663,6 +747,9 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     buf = np.empty(max_short, dtype=np.int32)
     rk = np.empty(max_short, dtype=np.int64)
     head = np.empty(0, dtype=np.int32)  # the sweep's list heads, allocated on first use
+    nxt = np.empty(0, dtype=np.int32)  # _merge_mid's scratch, allocated on first use
+    prv = nxt
+    heap = np.empty(0, dtype=np.int64)
     no_starts = np.empty(0, dtype=np.int32)
     # The front table: a direct-mapped copy of the block's most recent short pieces with
     # packed ids, small enough to stay in L2. The vocabulary's table and the cache (tens of
@@ -759,19 +846,26 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
             if n <= long_piece and not dropout > 0.0:
                 for k in range(n):
                     buf[k] = sym_map[data[s + k]]
-                m = _merge_short(buf, n, rk, keys, vals, byte_pairs)
+                if n <= scan_piece:
+                    m = _merge_short(buf, n, rk, pairs, byte_pairs)
+                else:
+                    if heap.shape[0] == 0:
+                        nxt = np.empty(max_short, dtype=np.int32)
+                        prv = np.empty(max_short, dtype=np.int32)
+                        heap = np.empty(3 * max_short, dtype=np.int64)
+                    m = _merge_mid(buf, n, rk, nxt, prv, heap, pairs, byte_pairs)
                 for k in range(m):
                     out[o + k] = buf[k]
             elif sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
                 if head.shape[0] == 0:
                     head = np.full(sweep_ranks, -1, dtype=np.int32)
-                m = _merge_windowed(data, sym_map, s, n, keys, vals, head, sweep_window,
+                m = _merge_windowed(data, sym_map, s, n, pairs, head, sweep_window,
                                     sweep_margin, out, o)
             else:
                 big = out[o:o + n]  # ids never outgrow the piece's units
                 for k in range(n):
                     big[k] = sym_map[data[s + k]]
-                m = _merge_long(big, n, keys, vals, dropout, rng, no_starts)
+                m = _merge_long(big, n, pairs, dropout, rng, no_starts)
             merged += 1
             if cacheable:
                 v = pack_ids(out, o, m) if packable(out, o, m) else ~((o << 16) | m)
@@ -827,10 +921,10 @@ def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                 sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, ctab, cunits,
-                 cids, cstate, n_blocks):
+                 sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, scan_piece, ctab,
+                 cunits, cids, cstate, n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -847,8 +941,9 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         the batch holds no special token (saves 4 bytes per piece).
     doc_piece_offsets : int64[n_docs + 1]
         Index of each document's first piece.
-    keys, vals : int64[cap]
-        The merge-rank table from ``hashing.build_rank_table``.
+    pairs : int64[2 * cap]
+        The merge-rank table from ``hashing.build_rank_table``, interleaved
+        (``hashing.interleave_table``).
     whole_keys : int64[cap2] or int64[0]
         Byte mode with tiktoken's rule: a piece whose bytes are a token becomes that token
         before any merging (``build_whole_table``). Empty: no whole-piece lookup.
@@ -861,7 +956,7 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         that encode to one token (skipped under dropout). Empty: no short-piece lookup.
     byte_pairs : int64[65536] or int64[0]
         ``build_byte_pairs(keys, vals)``: the rank table's pairs of ids below 256, dense
-        (empty: every pair from ``keys`` / ``vals``).
+        (empty: every pair from ``pairs``).
     dropout : float
         BPE-dropout probability (0.0: ordinary encoding; > 0 disables the piece tables).
     seed : int
@@ -882,6 +977,10 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     cache_units : int
         Pieces of at most this many units (<= ``piece_cache.MAX_UNITS``) are kept in the
         piece tables.
+    scan_piece : int
+        Pieces of at most this many units (and of at most ``long_piece``) are merged by
+        rescanning an array (``_merge_short``), longer ones up to ``long_piece`` by a small
+        heap (``_merge_mid``): where one beats the other (``model.SCAN_PIECE``).
     ctab, cunits, cids : int64[3 * cap], data's dtype[*], int32[*]
         The persistent piece cache (``kernels.piece_cache``; ``cap`` 0 for none): read by
         every block; the blocks' new entries are added to it after the parallel loop when
@@ -909,20 +1008,20 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
-        _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys,
-                      vals, whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                      long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, ctab,
-                      cunits, cids, btab, bases[blk], caps[blk], d0, d1, out, doc_counts,
-                      stats[blk])
+        _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
+                      whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
+                      long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units,
+                      scan_piece, ctab, cunits, cids, btab, bases[blk], caps[blk], d0, d1, out,
+                      doc_counts, stats[blk])
     return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
                    piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
-def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                  sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, ctab, cunits,
-                  cids, cstate):
+                  sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, scan_piece, ctab,
+                  cunits, cids, cstate):
     """``encode_batch`` on the calling thread only (no thread pool is started), one block.
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
@@ -934,10 +1033,10 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     bases, caps, btab = _block_tables(doc_piece_offsets, 1, block_bits, dropout <= 0.0)
     stats = np.zeros((1, 3), dtype=np.int64)
-    _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, keys, vals,
+    _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, ctab, cunits,
-                  cids, btab, bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
+                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, scan_piece,
+                  ctab, cunits, cids, btab, bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
     return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
                    piece_offsets, doc_piece_offsets)
 

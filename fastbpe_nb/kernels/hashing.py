@@ -101,6 +101,36 @@ def build_rank_table(merges, merge_ids):
     return keys, vals
 
 
+@njit(cache=True, nogil=True)
+def interleave_table(keys, vals):
+    """``keys`` and ``vals`` (int64[cap] each) as one int64[2 * cap] array, slot i's key at
+    ``2 i`` and its value at ``2 i + 1``, at the same slots (``table_slot`` finds them).
+
+    A probe of the encoder's rank table then reads one cache line instead of one in each
+    array; ``table[0::2]`` and ``table[1::2]`` are the two arrays again (views).
+    """
+    cap = keys.shape[0]
+    table = np.empty(2 * cap, dtype=np.int64)
+    for i in range(cap):
+        table[2 * i] = keys[i]
+        table[2 * i + 1] = vals[i]
+    return table
+
+
+@njit(cache=True, nogil=True)
+def interleaved_get(table, key, default):
+    """The value stored for ``key`` in an ``interleave_table`` table, or ``default``."""
+    mask = (table.shape[0] >> 1) - 1
+    i = _mix(key) & mask
+    while True:
+        k = table[2 * i]
+        if k == key:
+            return table[2 * i + 1]
+        if k == EMPTY:
+            return default
+        i = (i + 1) & mask
+
+
 #: Start value of ``hash_units`` (any constant works; this one is FNV's offset basis, cut).
 HASH_SEED = np.int64(1469598103)
 

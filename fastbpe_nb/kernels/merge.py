@@ -35,7 +35,7 @@ from .hashing import (
     table_rehash,
     table_slot,
 )
-#: kernel cache stamp: efd979646a3e4d9ac99600c11b43fb4d55b62884de9c289a7811b3696f785fca
+#: kernel cache stamp: 64f7370a7fd2f5e9dd4fceedd2e9c773b087237c198335c88176248372404e54
 
 # Tie rules as the kernel sees them. ``hf`` is TIE_RANKS with GPT-2's byte order in
 # ``base_rank``; ``ids`` is TIE_RANKS with the identity.

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .hashing import EMPTY, hash_slot
-#: kernel cache stamp: efd979646a3e4d9ac99600c11b43fb4d55b62884de9c289a7811b3696f785fca
+#: kernel cache stamp: 64f7370a7fd2f5e9dd4fceedd2e9c773b087237c198335c88176248372404e54
 
 #: Pieces of up to this many bytes are keyed by their packed bytes: two int64 keys hold
 #: 7 + 8 bytes and the length.
