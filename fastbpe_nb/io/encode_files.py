@@ -44,13 +44,16 @@ from .encode_identity import (LAYOUT_VERSION, input_identity, input_rows, model_
                               output_complete)
 from .encode_one_file import encode_one
 from .encode_plan import check_not_over_inputs, keep_list, plan_jobs
+from .token_formats import TOKEN_FORMATS, TokenSink, parse_size, token_dtype
 
 SPECIAL_POLICIES = ("error", "allow", "text")
+FORMATS = ("parquet", "bin") + TOKEN_FORMATS
 
 
 def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=None,
                    keep_columns=(), special="error", separator=None, resume=False,
-                   count_only=False, progress=False, num_threads=None):
+                   count_only=False, progress=False, num_threads=None, bos=None,
+                   shard_size=None, val_fraction=0.0, seed=0):
     """Encode the ``column`` of Parquet/Arrow files with ``tok``; returns a report dict.
 
     Parameters
@@ -62,16 +65,25 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         relative to the inputs' common parent (see ``encode_plan``).
     column : str
         The text column (``string`` or ``large_string``).
-    format : {"parquet", "bin"}
+    format : {"parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"}
+        The last four are the layouts of training stacks (see ``token_formats``).
     dtype : {"int32", "uint16", "uint32"}, optional
-        Id type. Parquet default int32; bin default uint16 when the vocabulary fits.
+        Id type. Parquet default int32; the others uint16 when the vocabulary fits.
     keep_columns : sequence of str
         Parquet output: input columns copied next to ``ids`` (not ``ids`` itself).
     special : {"error", "allow", "text"}
         A row holding a registered special token: raise ``DisallowedSpecialTokenError``
         naming the file and row (default), encode it as the special id, or as plain text.
     separator : str or int, optional
-        Bin output: token after each document (default ``<|endoftext|>`` when registered).
+        Flat outputs: the token after each document (llmc: before it), default
+        ``<|endoftext|>`` (or a SentencePiece ``</s>``) when registered.
+    bos : str or int, optional
+        Training-stack formats: a token before each document (llmc: after the separator).
+    shard_size : int or str, optional
+        Training-stack formats: bytes per id file ("1G", "500M"); documents are not split.
+    val_fraction, seed : float, int
+        Training-stack formats: the share of documents, chosen by a hash of (seed, the
+        input's relative path, the row), written to the validation split.
     resume : bool
         Skip input files whose outputs are complete and were made from the same input,
         model and options; encode the others again (``reencoded`` in the report).
@@ -86,8 +98,8 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         ``ignored_files``, ``stale_temp_files_removed``, ``encoder_calls``, ``seconds``,
         ``mb_per_second``.
     """
-    if format not in ("parquet", "bin"):
-        raise ValueError(f"format must be 'parquet' or 'bin', not {format!r}")
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     from ..validation import check_num_threads
 
     check_num_threads(num_threads)  # before any output exists
@@ -97,8 +109,16 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     allowed = "all" if special == "allow" else ()
     disallowed = () if special == "text" else "all"
     tok.special_sets(allowed, disallowed)  # resolvable before any output exists
-    np_dtype = _id_dtype(tok, format, dtype)
-    sep_id = _separator_id(tok, separator) if format == "bin" and not count_only else None
+    flat = format in TOKEN_FORMATS
+    np_dtype = token_dtype(tok, format, dtype) if flat else _id_dtype(tok, format, dtype)
+    sep_id = _separator_id(tok, separator) if format != "parquet" and not count_only else None
+    bos_id = _token_id(tok, bos, "bos") if bos is not None and flat else None
+    if not flat and (bos is not None or shard_size is not None or val_fraction):
+        raise EncodeOptionsError(f"bos, shard_size and val_fraction apply to the formats "
+                                 f"{', '.join(TOKEN_FORMATS)}, not {format!r}")
+    shard_bytes = parse_size(shard_size)
+    if not isinstance(val_fraction, (int, float)) or not 0 <= val_fraction < 1:
+        raise EncodeOptionsError(f"val_fraction must be a number in [0, 1), not {val_fraction!r}")
     if output is None and not count_only:
         raise EncodeOptionsError("an output folder is needed (or count_only=True)")
     jobs, ignored, specs = plan_jobs(inputs, None if count_only else output, format)
@@ -113,6 +133,9 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     settings = {"layout": LAYOUT_VERSION, "format": format, "column": column,
                 "dtype": np_dtype.name, "separator_id": sep_id, "special": special,
                 "keep_columns": keep, "model_sha256": None if count_only else model_sha256(tok)}
+    if flat:
+        settings.update(bos_id=bos_id, shard_bytes=shard_bytes, val_fraction=float(val_fraction),
+                        seed=int(seed))
     n_threads = num_threads or os.cpu_count() or 1
     bar = None
     if progress:
@@ -135,8 +158,14 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
                 if reason is not None:
                     report["reencoded"].append({"path": job.path, "output": job.outs[0],
                                                 "reason": reason})
+            sink = None
+            if flat and not count_only:
+                base = os.path.relpath(job.outs[0], output)[: -len(f".{format}.json")]
+                sink = TokenSink(format, output, base, np_dtype, sep_id, bos_id, shard_bytes,
+                                 float(val_fraction), int(seed), settings["model_sha256"])
             file_report = encode_one(tok, job, column, keep, format, np_dtype, sep_id,
-                                     allowed, disallowed, n_threads, count_only, bar, record)
+                                     allowed, disallowed, n_threads, count_only, bar, record,
+                                     sink)
             report["files"].append(file_report)
             for key in ("rows", "null_rows", "tokens", "bytes", "encoder_calls"):
                 report[key] += file_report[key]
@@ -156,6 +185,14 @@ def _id_dtype(tok, fmt, dtype):
     if dtype == "uint16" and tok.vocab_size > 65536:
         raise ValueError(f"dtype uint16 cannot hold {tok.vocab_size} ids; use uint32")
     return np.dtype(dtype)
+
+
+def _token_id(tok, token, what):
+    """The id of a special token's text (or an int id) for ``bos=``."""
+    try:
+        return _separator_id(tok, token)
+    except ValueError as exc:
+        raise EncodeOptionsError(str(exc).replace("separator", what)) from None
 
 
 def _separator_id(tok, separator):
