@@ -278,7 +278,9 @@ def cmd_encode(args) -> int:
                                 format=args.format, dtype=args.dtype, keep_columns=keep,
                                 special=args.special, resume=args.resume,
                                 count_only=args.count_only, progress=_progress(args),
-                                num_threads=args.threads)
+                                num_threads=args.threads, separator=_token_arg(args.separator),
+                                bos=_token_arg(args.bos), shard_size=args.shard_size,
+                                val_fraction=args.val_fraction, seed=args.seed)
         if not args.quiet:
             print(json.dumps(report, indent=2))
         return 0
@@ -287,6 +289,11 @@ def cmd_encode(args) -> int:
                      disallowed_special=() if args.special == "text" else "all")
     print(" ".join(map(str, ids)))
     return 0
+
+
+def _token_arg(text):
+    """A special token's text, or an id when it is all digits."""
+    return int(text) if text is not None and text.isdigit() else text
 
 
 def cmd_decode(args) -> int:
@@ -358,8 +365,33 @@ def _parse_size(text):
     return value
 
 
+def cmd_token_stats(args) -> int:
+    from .io.token_readers import read_tokens, token_stats
+
+    st = token_stats(read_tokens(args.tokens))
+    if args.format == "json":
+        print(json.dumps(st, indent=2))
+        return 0
+    print(f"{args.tokens}: {st['format']}, {st['files']} file(s), {st['tokens']:,} tokens, "
+          f"{st['documents']:,} documents")
+    for name, sp in st["splits"].items():
+        print(f"  {name}: {sp['tokens']:,} tokens, {sp['documents']:,} documents")
+    if st["documents"]:
+        print(f"document length (tokens): mean {st['length_mean']:.1f}, p50 {st['p50']:g}, "
+              f"p90 {st['p90']:g}, p99 {st['p99']:g}, max {st['length_max']:,}")
+    print("most frequent ids: " + ", ".join(f"{i} ({c:,})" for i, c in st["top_ids"]))
+    return 0
+
+
 def cmd_stats(args) -> int:
     import fastbpe_nb as fb
+
+    if args.tokens:
+        if args.files:
+            raise FastBPEError("give FILES (measure a tokenizer) or --tokens DIR, not both")
+        return cmd_token_stats(args)
+    if not args.files:
+        raise FastBPEError("give FILES to measure, or --tokens DIR of token files")
 
     from .stats import format_rows, load_source, measure_sources, parse_sizes, vocab_curve
 
@@ -489,7 +521,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-o", "--output", help="output folder: one output per input file, at the "
                    "input's path relative to the inputs' common folder")
     e.add_argument("--column", default="text")
-    e.add_argument("--format", default="parquet", choices=["parquet", "bin"])
+    e.add_argument("--format", default="parquet",
+                   choices=["parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"],
+                   help="parquet: an ids column; bin: .bin + .idx.npy; megatron, datatrove, "
+                   "nanogpt, llmc: the token files of those training stacks")
+    e.add_argument("--separator", help="flat formats: the token after each document (llmc: "
+                   "before it), a special token's text or an id (default <|endoftext|>)")
+    e.add_argument("--bos", help="megatron/datatrove/nanogpt/llmc: a token before each document")
+    e.add_argument("--shard-size", help="megatron/datatrove/nanogpt/llmc: bytes per id file, "
+                   "e.g. 1G (documents are never split)")
+    e.add_argument("--val-fraction", type=float, default=0.0,
+                   help="megatron/datatrove/nanogpt/llmc: share of documents in the val split")
+    e.add_argument("--seed", type=int, default=0, help="seed of the --val-fraction split")
     e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
     e.add_argument("--special", default="error", choices=["error", "allow", "text"],
@@ -537,7 +580,10 @@ def build_parser() -> argparse.ArgumentParser:
         "first file (the multilingual tax), document lengths in tokens (mean, p50, p90, p99, "
         "max) and the id dtype. Without --model a tokenizer is trained first (on --train "
         "files, else on the standard-library sources) to the largest of --vocab-sizes.")
-    s.add_argument("files", nargs="+", help="files to measure (the first is the tax reference)")
+    s.add_argument("files", nargs="*", help="files to measure (the first is the tax reference)")
+    s.add_argument("--tokens", metavar="PATH", help="instead: statistics of token files (any "
+                   "format encode writes, found under PATH): tokens, documents, length "
+                   "percentiles, the most frequent ids")
     s.add_argument("--model", help="the model to measure")
     s.add_argument("--vocab-sizes", help="e.g. 1k,4k,16k (k = 1024): measure the prefix of the "
                    "merge list giving each vocabulary size")
