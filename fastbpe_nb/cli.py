@@ -365,33 +365,16 @@ def _parse_size(text):
     return value
 
 
-def cmd_token_stats(args) -> int:
-    from .io.token_readers import read_tokens, token_stats
-
-    st = token_stats(read_tokens(args.tokens))
-    if args.format == "json":
-        print(json.dumps(st, indent=2))
-        return 0
-    print(f"{args.tokens}: {st['format']}, {st['files']} file(s), {st['tokens']:,} tokens, "
-          f"{st['documents']:,} documents")
-    for name, sp in st["splits"].items():
-        print(f"  {name}: {sp['tokens']:,} tokens, {sp['documents']:,} documents")
-    if st["documents"]:
-        print(f"document length (tokens): mean {st['length_mean']:.1f}, p50 {st['p50']:g}, "
-              f"p90 {st['p90']:g}, p99 {st['p99']:g}, max {st['length_max']:,}")
-    print("most frequent ids: " + ", ".join(f"{i} ({c:,})" for i, c in st["top_ids"]))
-    return 0
-
-
 def cmd_stats(args) -> int:
     import fastbpe_nb as fb
 
-    if args.tokens:
-        if args.files:
-            raise FastBPEError("give FILES (measure a tokenizer) or --tokens DIR, not both")
-        return cmd_token_stats(args)
-    if not args.files:
-        raise FastBPEError("give FILES to measure, or --tokens DIR of token files")
+    if args.tokens or not args.files:
+        if args.files or not args.tokens:
+            raise FastBPEError("give FILES (measure a tokenizer) or --tokens PATH, one of them")
+        from .io.token_readers import format_token_stats, read_tokens, token_stats
+
+        print(format_token_stats(args.tokens, token_stats(read_tokens(args.tokens)), args.format))
+        return 0
 
     from .stats import format_rows, load_source, measure_sources, parse_sizes, vocab_curve
 
@@ -525,14 +508,12 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"],
                    help="parquet: an ids column; bin: .bin + .idx.npy; megatron, datatrove, "
                    "nanogpt, llmc: the token files of those training stacks")
-    e.add_argument("--separator", help="flat formats: the token after each document (llmc: "
-                   "before it), a special token's text or an id (default <|endoftext|>)")
-    e.add_argument("--bos", help="megatron/datatrove/nanogpt/llmc: a token before each document")
-    e.add_argument("--shard-size", help="megatron/datatrove/nanogpt/llmc: bytes per id file, "
-                   "e.g. 1G (documents are never split)")
-    e.add_argument("--val-fraction", type=float, default=0.0,
-                   help="megatron/datatrove/nanogpt/llmc: share of documents in the val split")
-    e.add_argument("--seed", type=int, default=0, help="seed of the --val-fraction split")
+    e.add_argument("--separator", help="flat formats: token after each document (llmc: before)")
+    e.add_argument("--bos", help="training-stack formats: a token before each document")
+    e.add_argument("--shard-size", help="training-stack formats: bytes per id file, e.g. 1G")
+    e.add_argument("--val-fraction", type=float, default=0.0, help="training-stack formats: "
+                   "share of documents (seeded by --seed) in the val split")
+    e.add_argument("--seed", type=int, default=0)
     e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
     e.add_argument("--special", default="error", choices=["error", "allow", "text"],
@@ -581,9 +562,8 @@ def build_parser() -> argparse.ArgumentParser:
         "max) and the id dtype. Without --model a tokenizer is trained first (on --train "
         "files, else on the standard-library sources) to the largest of --vocab-sizes.")
     s.add_argument("files", nargs="*", help="files to measure (the first is the tax reference)")
-    s.add_argument("--tokens", metavar="PATH", help="instead: statistics of token files (any "
-                   "format encode writes, found under PATH): tokens, documents, length "
-                   "percentiles, the most frequent ids")
+    s.add_argument("--tokens", metavar="PATH", help="instead: tokens, documents, length "
+                   "percentiles and top ids of the token files under PATH (any encode format)")
     s.add_argument("--model", help="the model to measure")
     s.add_argument("--vocab-sizes", help="e.g. 1k,4k,16k (k = 1024): measure the prefix of the "
                    "merge list giving each vocabulary size")

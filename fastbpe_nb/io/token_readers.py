@@ -349,3 +349,19 @@ def token_stats(data: TokenData, top: int = 10) -> dict:
             "length_mean": float(lens.mean()) if len(lens) else 0.0, **pct,
             "length_max": int(lens.max()) if len(lens) else 0,
             "top_ids": [[int(i), int(counts[i])] for i in order if counts[i]]}
+
+
+def format_token_stats(path, st: dict, fmt: str = "markdown") -> str:
+    """``fastbpe stats --tokens``: ``token_stats`` as text (or JSON)."""
+    if fmt == "json":
+        return json.dumps(st, indent=2)
+    lines = [f"{path}: {st['format']}, {st['files']} file(s), {st['tokens']:,} tokens, "
+             f"{st['documents']:,} documents"]
+    lines += [f"  {name}: {sp['tokens']:,} tokens, {sp['documents']:,} documents"
+              for name, sp in st["splits"].items()]
+    if st["documents"]:
+        lines.append(f"document length (tokens): mean {st['length_mean']:.1f}, p50 "
+                     f"{st['p50']:g}, p90 {st['p90']:g}, p99 {st['p99']:g}, max "
+                     f"{st['length_max']:,}")
+    lines.append("most frequent ids: " + ", ".join(f"{i} ({c:,})" for i, c in st["top_ids"]))
+    return "\n".join(lines)
