@@ -278,8 +278,8 @@ def cmd_encode(args) -> int:
                                 format=args.format, dtype=args.dtype, keep_columns=keep,
                                 special=args.special, resume=args.resume,
                                 count_only=args.count_only, progress=_progress(args),
-                                num_threads=args.threads, separator=_token_arg(args.separator),
-                                bos=_token_arg(args.bos), shard_size=args.shard_size,
+                                num_threads=args.threads, separator=args.separator,
+                                bos=args.bos, shard_size=args.shard_size,
                                 val_fraction=args.val_fraction, seed=args.seed)
         if not args.quiet:
             print(json.dumps(report, indent=2))
@@ -289,11 +289,6 @@ def cmd_encode(args) -> int:
                      disallowed_special=() if args.special == "text" else "all")
     print(" ".join(map(str, ids)))
     return 0
-
-
-def _token_arg(text):
-    """A special token's text, or an id when it is all digits."""
-    return int(text) if text is not None and text.isdigit() else text
 
 
 def cmd_decode(args) -> int:
@@ -511,9 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--separator", help="flat formats: token after each document (llmc: before)")
     e.add_argument("--bos", help="training-stack formats: a token before each document")
     e.add_argument("--shard-size", help="training-stack formats: bytes per id file, e.g. 1G")
-    e.add_argument("--val-fraction", type=float, default=0.0, help="training-stack formats: "
-                   "share of documents (seeded by --seed) in the val split")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--val-fraction", type=float, default=0.0, help="share of documents in "
+                   "the val split (training-stack formats)")
+    e.add_argument("--seed", type=int, default=0, help="seed of the --val-fraction split")
     e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
     e.add_argument("--special", default="error", choices=["error", "allow", "text"],

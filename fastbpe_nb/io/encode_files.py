@@ -212,6 +212,8 @@ def _separator_id(tok, separator):
             raise ValueError("bin output needs a separator token: register <|endoftext|> or "
                              "pass separator=")
         return names[default]
+    if isinstance(separator, str) and separator not in names and separator.isdigit():
+        separator = int(separator)  # an id given as text (the command line)
     if isinstance(separator, str):
         if separator not in names:
             raise ValueError(f"separator {separator!r} is not a registered special token")
