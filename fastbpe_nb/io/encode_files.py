@@ -14,7 +14,7 @@
 * ``encode_inputs`` reads the input tables as slices; ``encode_one_file`` encodes one file
   into its output.
 
-Two output forms:
+Output forms:
 
 * ``format="parquet"``: ``<stem>.parquet`` with one row per input row, in order, the ids as a
   ``list<int32>`` column (``uint16`` / ``uint32`` choosable) named ``ids``, nulls kept as
@@ -23,6 +23,10 @@ Two output forms:
 * ``format="bin"``: ``<stem>.bin`` (the ids of every non-null row, each document followed
   by the separator token), ``<stem>.idx.npy`` (document offsets) and the completeness
   marker ``<stem>.bin.json``, written last: see ``bin_files`` and ``read_bin``.
+* ``format="megatron" | "datatrove" | "nanogpt" | "llmc"``: the token files those training
+  stacks read, sharded by size, with an optional seeded validation split and a
+  completeness marker ``<stem>.<format>.json`` written last: see ``token_formats``;
+  ``read_tokens`` (``token_readers``) reads every flat format back.
 
 Every file is written to a temporary name (``.tmp-<pid>-<host>-<random>-<name>``, see
 ``atomic.py``) and renamed when complete; a run removes the temporary files that killed
