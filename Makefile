@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all test-nojit bench bench-history compare reliability fuzz clean
+.PHONY: demo test test-all test-nojit test-formats bench bench-history compare reliability fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -n 2 -q
+
+# Token files read by the training stacks' own readers that need PyTorch (CPU wheels).
+test-formats: $(STAMP)
+	$(PY) -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu -e '.[formats]'
+	$(PY) -m pytest -n 0 -q tests/test_token_formats.py
 
 # The whole suite with the kernels running as plain Python (slow; not in CI).
 test-nojit: $(STAMP)

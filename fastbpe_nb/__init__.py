@@ -27,6 +27,7 @@ from .errors import (
 )
 from .io.bin_files import read_bin
 from .io.encode_files import encode_parquet
+from .io.token_readers import read_tokens
 from .loaders import from_huggingface, from_tiktoken, load
 from .pretokenize import NAMED_PATTERNS, split
 from .sentencepiece_style import (
@@ -70,6 +71,7 @@ __all__ = [
     "from_sentencepiece",
     "from_tiktoken",
     "read_bin",
+    "read_tokens",
     "sentencepiece_tokenizer",
     "load",
     "split",

@@ -278,7 +278,9 @@ def cmd_encode(args) -> int:
                                 format=args.format, dtype=args.dtype, keep_columns=keep,
                                 special=args.special, resume=args.resume,
                                 count_only=args.count_only, progress=_progress(args),
-                                num_threads=args.threads)
+                                num_threads=args.threads, separator=args.separator,
+                                bos=args.bos, shard_size=args.shard_size,
+                                val_fraction=args.val_fraction, seed=args.seed)
         if not args.quiet:
             print(json.dumps(report, indent=2))
         return 0
@@ -360,6 +362,14 @@ def _parse_size(text):
 
 def cmd_stats(args) -> int:
     import fastbpe_nb as fb
+
+    if args.tokens or not args.files:
+        if args.files or not args.tokens:
+            raise FastBPEError("give FILES (measure a tokenizer) or --tokens PATH, one of them")
+        from .io.token_readers import format_token_stats, read_tokens, token_stats
+
+        print(format_token_stats(args.tokens, token_stats(read_tokens(args.tokens)), args.format))
+        return 0
 
     from .stats import format_rows, load_source, measure_sources, parse_sizes, vocab_curve
 
@@ -489,7 +499,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-o", "--output", help="output folder: one output per input file, at the "
                    "input's path relative to the inputs' common folder")
     e.add_argument("--column", default="text")
-    e.add_argument("--format", default="parquet", choices=["parquet", "bin"])
+    e.add_argument("--format", default="parquet",
+                   choices=["parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"],
+                   help="parquet: an ids column; bin: .bin + .idx.npy; megatron, datatrove, "
+                   "nanogpt, llmc: the token files of those training stacks")
+    e.add_argument("--separator", help="flat formats: token after each document (llmc: before)")
+    e.add_argument("--bos", help="training-stack formats: a token before each document")
+    e.add_argument("--shard-size", help="training-stack formats: bytes per id file, e.g. 1G")
+    e.add_argument("--val-fraction", type=float, default=0.0, help="share of documents in "
+                   "the val split (training-stack formats)")
+    e.add_argument("--seed", type=int, default=0, help="seed of the --val-fraction split")
     e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
     e.add_argument("--special", default="error", choices=["error", "allow", "text"],
@@ -537,7 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
         "first file (the multilingual tax), document lengths in tokens (mean, p50, p90, p99, "
         "max) and the id dtype. Without --model a tokenizer is trained first (on --train "
         "files, else on the standard-library sources) to the largest of --vocab-sizes.")
-    s.add_argument("files", nargs="+", help="files to measure (the first is the tax reference)")
+    s.add_argument("files", nargs="*", help="files to measure (the first is the tax reference)")
+    s.add_argument("--tokens", metavar="PATH", help="instead: tokens, documents, length "
+                   "percentiles and top ids of the token files under PATH (any encode format)")
     s.add_argument("--model", help="the model to measure")
     s.add_argument("--vocab-sizes", help="e.g. 1k,4k,16k (k = 1024): measure the prefix of the "
                    "merge list giving each vocabulary size")

@@ -14,7 +14,7 @@
 * ``encode_inputs`` reads the input tables as slices; ``encode_one_file`` encodes one file
   into its output.
 
-Two output forms:
+Output forms:
 
 * ``format="parquet"``: ``<stem>.parquet`` with one row per input row, in order, the ids as a
   ``list<int32>`` column (``uint16`` / ``uint32`` choosable) named ``ids``, nulls kept as
@@ -23,6 +23,10 @@ Two output forms:
 * ``format="bin"``: ``<stem>.bin`` (the ids of every non-null row, each document followed
   by the separator token), ``<stem>.idx.npy`` (document offsets) and the completeness
   marker ``<stem>.bin.json``, written last: see ``bin_files`` and ``read_bin``.
+* ``format="megatron" | "datatrove" | "nanogpt" | "llmc"``: the token files those training
+  stacks read, sharded by size, with an optional seeded validation split and a
+  completeness marker ``<stem>.<format>.json`` written last: see ``token_formats``;
+  ``read_tokens`` (``token_readers``) reads every flat format back.
 
 Every file is written to a temporary name (``.tmp-<pid>-<host>-<random>-<name>``, see
 ``atomic.py``) and renamed when complete; a run removes the temporary files that killed
@@ -44,13 +48,16 @@ from .encode_identity import (LAYOUT_VERSION, input_identity, input_rows, model_
                               output_complete)
 from .encode_one_file import encode_one
 from .encode_plan import check_not_over_inputs, keep_list, plan_jobs
+from .token_formats import TOKEN_FORMATS, TokenSink, parse_size, token_dtype
 
 SPECIAL_POLICIES = ("error", "allow", "text")
+FORMATS = ("parquet", "bin") + TOKEN_FORMATS
 
 
 def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=None,
                    keep_columns=(), special="error", separator=None, resume=False,
-                   count_only=False, progress=False, num_threads=None):
+                   count_only=False, progress=False, num_threads=None, bos=None,
+                   shard_size=None, val_fraction=0.0, seed=0):
     """Encode the ``column`` of Parquet/Arrow files with ``tok``; returns a report dict.
 
     Parameters
@@ -62,16 +69,25 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         relative to the inputs' common parent (see ``encode_plan``).
     column : str
         The text column (``string`` or ``large_string``).
-    format : {"parquet", "bin"}
+    format : {"parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"}
+        The last four are the layouts of training stacks (see ``token_formats``).
     dtype : {"int32", "uint16", "uint32"}, optional
-        Id type. Parquet default int32; bin default uint16 when the vocabulary fits.
+        Id type. Parquet default int32; the others uint16 when the vocabulary fits.
     keep_columns : sequence of str
         Parquet output: input columns copied next to ``ids`` (not ``ids`` itself).
     special : {"error", "allow", "text"}
         A row holding a registered special token: raise ``DisallowedSpecialTokenError``
         naming the file and row (default), encode it as the special id, or as plain text.
     separator : str or int, optional
-        Bin output: token after each document (default ``<|endoftext|>`` when registered).
+        Flat outputs: the token after each document (llmc: before it), default
+        ``<|endoftext|>`` (or a SentencePiece ``</s>``) when registered.
+    bos : str or int, optional
+        Training-stack formats: a token before each document (llmc: after the separator).
+    shard_size : int or str, optional
+        Training-stack formats: bytes per id file ("1G", "500M"); documents are not split.
+    val_fraction, seed : float, int
+        Training-stack formats: the share of documents, chosen by a hash of (seed, the
+        input's relative path, the row), written to the validation split.
     resume : bool
         Skip input files whose outputs are complete and were made from the same input,
         model and options; encode the others again (``reencoded`` in the report).
@@ -86,8 +102,8 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         ``ignored_files``, ``stale_temp_files_removed``, ``encoder_calls``, ``seconds``,
         ``mb_per_second``.
     """
-    if format not in ("parquet", "bin"):
-        raise ValueError(f"format must be 'parquet' or 'bin', not {format!r}")
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     from ..validation import check_num_threads
 
     check_num_threads(num_threads)  # before any output exists
@@ -97,8 +113,16 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     allowed = "all" if special == "allow" else ()
     disallowed = () if special == "text" else "all"
     tok.special_sets(allowed, disallowed)  # resolvable before any output exists
-    np_dtype = _id_dtype(tok, format, dtype)
-    sep_id = _separator_id(tok, separator) if format == "bin" and not count_only else None
+    flat = format in TOKEN_FORMATS
+    np_dtype = token_dtype(tok, format, dtype) if flat else _id_dtype(tok, format, dtype)
+    sep_id = _separator_id(tok, separator) if format != "parquet" and not count_only else None
+    bos_id = _token_id(tok, bos, "bos") if bos is not None and flat else None
+    if not flat and (bos is not None or shard_size is not None or val_fraction):
+        raise EncodeOptionsError(f"bos, shard_size and val_fraction apply to the formats "
+                                 f"{', '.join(TOKEN_FORMATS)}, not {format!r}")
+    shard_bytes = parse_size(shard_size)
+    if not isinstance(val_fraction, (int, float)) or not 0 <= val_fraction < 1:
+        raise EncodeOptionsError(f"val_fraction must be a number in [0, 1), not {val_fraction!r}")
     if output is None and not count_only:
         raise EncodeOptionsError("an output folder is needed (or count_only=True)")
     jobs, ignored, specs = plan_jobs(inputs, None if count_only else output, format)
@@ -113,6 +137,9 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     settings = {"layout": LAYOUT_VERSION, "format": format, "column": column,
                 "dtype": np_dtype.name, "separator_id": sep_id, "special": special,
                 "keep_columns": keep, "model_sha256": None if count_only else model_sha256(tok)}
+    if flat:
+        settings.update(bos_id=bos_id, shard_bytes=shard_bytes, val_fraction=float(val_fraction),
+                        seed=int(seed))
     n_threads = num_threads or os.cpu_count() or 1
     bar = None
     if progress:
@@ -135,8 +162,14 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
                 if reason is not None:
                     report["reencoded"].append({"path": job.path, "output": job.outs[0],
                                                 "reason": reason})
+            sink = None
+            if flat and not count_only:
+                base = os.path.relpath(job.outs[0], output)[: -len(f".{format}.json")]
+                sink = TokenSink(format, output, base, np_dtype, sep_id, bos_id, shard_bytes,
+                                 float(val_fraction), int(seed), settings["model_sha256"])
             file_report = encode_one(tok, job, column, keep, format, np_dtype, sep_id,
-                                     allowed, disallowed, n_threads, count_only, bar, record)
+                                     allowed, disallowed, n_threads, count_only, bar, record,
+                                     sink)
             report["files"].append(file_report)
             for key in ("rows", "null_rows", "tokens", "bytes", "encoder_calls"):
                 report[key] += file_report[key]
@@ -158,6 +191,14 @@ def _id_dtype(tok, fmt, dtype):
     return np.dtype(dtype)
 
 
+def _token_id(tok, token, what):
+    """The id of a special token's text (or an int id) for ``bos=``."""
+    try:
+        return _separator_id(tok, token)
+    except ValueError as exc:
+        raise EncodeOptionsError(str(exc).replace("separator", what)) from None
+
+
 def _separator_id(tok, separator):
     """The id written after each document of a ``.bin``: ``<|endoftext|>`` by default, or
     a SentencePiece model's end-of-sentence control piece ``</s>``; a str names a special
@@ -175,6 +216,8 @@ def _separator_id(tok, separator):
             raise ValueError("bin output needs a separator token: register <|endoftext|> or "
                              "pass separator=")
         return names[default]
+    if isinstance(separator, str) and separator not in names and separator.isdigit():
+        separator = int(separator)  # an id given as text (the command line)
     if isinstance(separator, str):
         if separator not in names:
             raise ValueError(f"separator {separator!r} is not a registered special token")

@@ -57,7 +57,7 @@ def input_rows(path: str) -> int | None:
 
 
 _COMPARED = ("layout", "format", "model_sha256", "column", "dtype", "separator_id", "special",
-             "keep_columns")
+             "keep_columns", "bos_id", "shard_bytes", "val_fraction", "seed")
 
 
 def _mismatch(found: dict, expected: dict) -> str | None:
@@ -67,7 +67,7 @@ def _mismatch(found: dict, expected: dict) -> str | None:
     if found.get("model_sha256") != expected["model_sha256"]:
         return "made with another model (model_sha256 differs)"
     for key in _COMPARED:
-        if found.get(key) != expected[key]:
+        if found.get(key) != expected.get(key):
             return f"{key} was {found.get(key)!r}, now {expected[key]!r}"
     got, want = found.get("input") or {}, expected["input"]
     for key in ("size", "mtime_ns", "rows"):
@@ -81,6 +81,10 @@ def output_complete(job: Job, fmt: str, expected: dict):
     when there is no output at all)."""
     import pyarrow.parquet as pq
 
+    if fmt not in ("parquet", "bin"):
+        from .token_formats import token_output_complete
+
+        return token_output_complete(job.outs[0], expected, _mismatch)
     if fmt == "parquet":
         out = job.outs[0]
         if not os.path.exists(out):

@@ -27,11 +27,12 @@ PARQUET_LIST_BYTES_PER_ID = 24
 
 
 def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowed,
-               n_threads, count_only, bar, record):
+               n_threads, count_only, bar, record, sink=None):
     """Encode ``job``'s input (or only count it); returns the file's report dict.
 
     ``allowed`` and ``disallowed`` are the special-token specs of ``Tokenizer.encode_batch_flat``;
-    ``record`` is the identity record written into the output (see ``encode_identity``).
+    ``record`` is the identity record written into the output (see ``encode_identity``);
+    ``sink``: the ``token_formats.TokenSink`` of a training-stack format.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -49,7 +50,9 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
     out = OrderedWriter()
     try:
         in_schema, batches = open_input(path, columns)
-        if not count_only:
+        if sink is not None:
+            pass  # the sink makes its own files, shard by shard
+        elif not count_only:
             os.makedirs(os.path.dirname(os.path.abspath(job.outs[0])), exist_ok=True)
             pending.append(PendingFile(job.outs[0]))
             if fmt == "parquet":
@@ -81,7 +84,9 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
                 bar.set_postfix(MBps=f"{rep['bytes'] / 1e6 / max(bar.format_dict['elapsed'], 1e-9):.1f}")
             if count_only:
                 continue
-            if fmt == "parquet":
+            if sink is not None:
+                out.submit(sink.write_slice, ids, offsets, valid, row0)
+            elif fmt == "parquet":
                 values = pa.array(ids.astype(np_dtype, copy=False))
                 mask = None if valid.all() else pa.array(~valid)
                 lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values,
@@ -101,6 +106,12 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
         out.finish()
         check_unchanged(path, record, rep["rows"])
         if count_only:
+            return rep
+        if sink is not None:
+            meta = sink.commit(record)
+            rep["outputs"] = [os.path.join(sink.output, f["path"]) for f in meta["files"]]
+            rep["outputs"].append(sink.marker)
+            rep["splits"] = meta["splits"]
             return rep
         if fmt == "parquet":
             writer.close()
@@ -131,6 +142,8 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
                 pass
         for p in pending:
             p.discard()
+        if sink is not None:
+            sink.discard()
         if isinstance(exc, MemoryError) and not isinstance(exc, FastBPEError) and batch:
             raise _out_of_memory(path, batch, table, column, fmt, exc) from exc
         new = name_error(exc, job.outs[0]) if job.outs else exc

@@ -34,7 +34,7 @@ class _Spec:
 class Job:
     path: str  # the input file
     spec: str  # the argument that named it
-    outs: list  # parquet: [x.parquet]; bin: [x.bin, x.idx.npy, x.bin.json]
+    outs: list  # parquet: [x.parquet]; bin: [x.bin, x.idx.npy, x.bin.json]; else [x.<fmt>.json]
 
 
 def _spec_list(inputs) -> list[str]:
@@ -57,7 +57,9 @@ def _glob_root(pattern: str) -> str:
 def _out_names(base: str, fmt: str) -> list[str]:
     if fmt == "parquet":
         return [base + ".parquet"]
-    return [base + ".bin", base + ".idx.npy", base + ".bin.json"]
+    if fmt == "bin":
+        return [base + ".bin", base + ".idx.npy", base + ".bin.json"]
+    return [base + f".{fmt}.json"]  # a training-stack format's marker (see token_formats)
 
 
 def plan_jobs(inputs, output, fmt):
@@ -143,8 +145,8 @@ def check_not_over_inputs(jobs, specs, output) -> None:
 
 def keep_list(keep_columns, column, fmt) -> list[str]:
     keep = [keep_columns] if isinstance(keep_columns, str) else list(keep_columns or ())
-    if keep and fmt == "bin":
-        raise EncodeOptionsError(f"keep_columns {keep} cannot be carried into format='bin' (a "
+    if keep and fmt != "parquet":
+        raise EncodeOptionsError(f"keep_columns {keep} cannot be carried into format={fmt!r} (a "
                                  "flat id array); use format='parquet' or drop keep_columns")
     seen = set()
     for c in keep:
