@@ -42,7 +42,7 @@ for vocab in sys.argv[1:]:
             buf = b"".join(sel); d = np.frombuffer(buf, np.uint8).copy()
             po = np.zeros(len(sel) + 1, np.int64); np.cumsum([len(p) for p in sel], out=po[1:])
             docs = np.array([0, len(sel)], np.int64)
-            base = (d, tok.level.sym_map, po, np.zeros(0, np.int32), docs, *kt.args(), 0.0, 0, *kt.tail())
+            base = (d, tok.level.sym_map, po, np.zeros(0, np.int32), docs, *kt.args(backtrack=False), 0.0, 0, *kt.tail())
             encode_serial(*base, *no_cache(np.uint8)); encode_pieces(d, po, *tables)
             tb, tm = [], []
             for _ in range(5):  # interleaved

@@ -26,6 +26,9 @@ LONG_PIECE = 256
 #: Pieces of at most this many units are merged by rescanning an array, longer ones up to
 #: LONG_PIECE by a small heap (kernels.encode ``_merge_short`` / ``_merge_mid``).
 SCAN_PIECE = 24
+#: Byte pieces longer than this are encoded by backtracking where a ``ranks`` vocabulary
+#: allows it (kernels/backtrack.py: 2-5x faster than merging from 16 bytes up, on par below).
+BACKTRACK_PIECE = 15
 #: log2 of the largest per-block table of merged pieces (24-byte slots: 24 MiB, half of
 #: them used at most; a block's table has about one slot per two of its pieces).
 CACHE_BITS = 20
@@ -36,7 +39,7 @@ SWEEP_MARGIN = 256
 #: Longest piece (in units) the piece tables keep (CJK runs of 20+ characters repeat too).
 CACHE_UNITS = 1024
 #: The encoder's tunables after the tables, in the kernels' argument order.
-TUNABLES = (CACHE_BITS, SWEEP_WINDOW, SWEEP_MARGIN, CACHE_UNITS, SCAN_PIECE)
+TUNABLES = (CACHE_BITS, SWEEP_WINDOW, SWEEP_MARGIN, CACHE_UNITS, SCAN_PIECE, BACKTRACK_PIECE)
 
 
 def merge_array(merges, source=None) -> np.ndarray:
@@ -163,6 +166,12 @@ def bad_joins(merges: np.ndarray, tok_off: np.ndarray, tok_data: np.ndarray, n_b
     return np.flatnonzero(bad)
 
 
+def no_backtrack() -> tuple:
+    """Empty tables in place of ``backtrack_tables``' (the kernels then only merge)."""
+    return (np.zeros(0, np.int64), *[np.zeros(0, np.int32)] * 6, np.zeros(0, np.int64),
+            np.zeros(0, np.int32))
+
+
 class KernelTables:
     """What the encode kernels read besides the text: built on first use, never pickled.
 
@@ -173,7 +182,10 @@ class KernelTables:
     """
 
     def __init__(self, merges, merge_ids, whole=None, ranks=None, long_piece=LONG_PIECE,
-                 short_tokens=(), sym_map=None):
+                 short_tokens=(), sym_map=None, backtrack=None):
+        """``backtrack``: a function returning ``backtrack_tables``' tables (or None), called
+        by ``use_backtracking`` (building them takes 0.2-0.7 s for a 100k-200k vocabulary,
+        paid only where they pay off: see ``Encoder.run``)."""
         from .kernels.encode import build_byte_pairs, sweep_rank_count
         from .kernels.hashing import build_rank_table, interleave_table
 
@@ -192,14 +204,27 @@ class KernelTables:
         self.byte_pairs = call_kernel(build_byte_pairs, keys, vals)
         empty8 = np.zeros(1, dtype=np.uint8)
         self.whole = whole or (np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), empty8)
+        # The backtracking encoder's tables (``backtrack_tables``), or empty ones: merging only.
+        self.backtrack = no_backtrack()
+        self._backtrack_source = backtrack
         self.short = np.zeros(0, dtype=np.int64)
         if short_tokens:
             self.short = self._short_table(short_tokens, sym_map)
 
-    def args(self, short: bool = True) -> tuple:
-        """The kernel arguments from ``pairs`` to ``byte_pairs`` (see kernels.encode)."""
+    def args(self, short: bool = True, backtrack: bool = True) -> tuple:
+        """The kernel arguments from ``pairs`` to ``bt_pair_vals`` (see kernels.encode);
+        ``backtrack=False``: without the backtracking tables (merging only, for tests)."""
         short_table = self.short if short else np.zeros(0, dtype=np.int64)
-        return (self.pairs, *self.whole, short_table, self.byte_pairs)
+        bt = self.backtrack if backtrack else no_backtrack()
+        return (self.pairs, *self.whole, short_table, self.byte_pairs, *bt)
+
+    def use_backtracking(self) -> None:
+        """Build the backtracking encoder's tables now, if this vocabulary has them."""
+        source, self._backtrack_source = self._backtrack_source, None
+        if source is not None:
+            tables = source()
+            if tables is not None:
+                self.backtrack = tables
 
     def tail(self) -> tuple:
         return (self.long_piece, self.sweep_ranks, *TUNABLES)
@@ -308,8 +333,12 @@ class MergeModel:
             short = []
             if byte_level and vocab_size < 1 << SHORT_ID_BITS:
                 short = [t for t in self.token_bytes if 2 <= len(t) <= SHORT_BYTES]
+            backtrack = None
+            if self.mode == "ranks" and byte_level:
+                tokens = self.token_bytes
+                backtrack = lambda: backtrack_tables(tokens)[0]  # noqa: E731 (None: not exact)
             self._tables = KernelTables(merges, merge_ids, whole, short_tokens=short,
-                                        sym_map=sym_map)
+                                        sym_map=sym_map, backtrack=backtrack)
             self._rank_pairs = None  # the tables hold them now
         return self._tables
 

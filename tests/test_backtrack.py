@@ -132,7 +132,7 @@ def _merge_kernel(tok, chunks):
     tb = tok._tables()
     docs = np.arange(len(chunks) + 1, dtype=np.int64)  # a piece per document
     ids, id_offs, *_ = encode_serial(data, tok.level.sym_map, offs, np.zeros(0, np.int32), docs,
-                                     *tb.args(), 0.0, 0, *tb.tail(), *no_cache(np.uint8))
+                                     *tb.args(backtrack=False), 0.0, 0, *tb.tail(), *no_cache(np.uint8))
     return [ids[id_offs[i]:id_offs[i + 1]].tolist() for i in range(len(chunks))]
 
 
@@ -213,3 +213,48 @@ def test_a_byte_without_a_token_is_counted_not_guessed():
 def test_bad_vocabularies_are_named(tokens, where):
     with pytest.raises(ModelFormatError, match=where.replace("[", r"\[")):
         backtrack_tables(tokens)
+
+
+# ------------------------------------------------------------------ wired into the encoder
+def test_tokenizer_with_backtracking_matches_tiktoken_and_itself_without():
+    """The encode kernels take the backtracking path for long pieces once a big call has
+    built its tables (``KernelTables.use_backtracking``): ids as tiktoken's, and as the
+    same tokenizer's before the tables existed, serial and on two threads."""
+    import pickle
+
+    from peers import tiktoken_encoding
+    from presets import build
+
+    tok = pickle.loads(pickle.dumps(build("cl100k-tiktoken")))  # tables of its own
+    files = sorted(CORPORA.glob("*.txt"))
+    texts = [f.read_text(encoding="utf-8", errors="replace")[:60_000] for f in files]
+    texts += ["Donaudampfschifffahrtsgesellschaftskapitänswitwe " * 5,
+              "東京是日本的首都我們在北京學習中文今天天氣很好東京是日本的首都" * 3,
+              "=" * 5000 + "ab" * 3000 + " " * 700, "x" * 20 + "\u00e9" * 40]
+    plain = [tok.encode_ordinary(t) for t in texts]  # below BACKTRACK_UNITS: merging only
+    tables = tok._tables()
+    assert tables.backtrack[0].shape[0] == 0
+    tables.use_backtracking()
+    assert tables.backtrack[0].shape[0] > 0
+    tok.piece_cache.clear()
+    enc = tiktoken_encoding(list(tok.vocab[:tok.n_regular]), "cl100k")
+    want = [enc.encode_ordinary(t) for t in texts]
+    assert plain == want
+    assert [tok.encode_ordinary(t) for t in texts] == want
+    tok.piece_cache.clear()
+    assert tok.encode_batch(texts, num_threads=2, disallowed_special=()) == want
+
+
+def test_a_big_call_builds_the_backtracking_tables():
+    import pickle
+
+    from fastbpe_nb.encoder import BACKTRACK_UNITS
+    from presets import build
+
+    tok = pickle.loads(pickle.dumps(build("cl100k-tiktoken")))
+    tok.encode_ordinary("short text")
+    assert tok._tables().backtrack[0].shape[0] == 0
+    big = ("Straßenbahnhaltestellenüberdachung und 東京是日本的首都 " * (BACKTRACK_UNITS // 40))
+    ids = tok.encode_ordinary(big)
+    assert tok._tables().backtrack[0].shape[0] > 0
+    assert tok.decode(ids) == big

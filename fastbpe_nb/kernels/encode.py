@@ -27,10 +27,11 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, pair_key
+from .backtrack import encode_piece
 from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_mix)
-#: kernel cache stamp: 39b4b1d4c97f11bdb876d49ec0ca6cbb77d5249840554f7cbcd142e3f5f55587
+#: kernel cache stamp: 23b7d86c4ff674901493ee4d334534685fefec493a54afacf3a1ef470e8d8334
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -726,9 +727,11 @@ def build_whole_table(tok_off, tok_data, n_tokens):
 
 @njit(cache=True, nogil=True)
 def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
-                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, scan_piece,
-                  ctab, cunits, cids, btab, base, bcap, d0, d1, out, doc_counts, stats):
+                  whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
+                  bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
+                  bt_pair_vals, dropout, seed, long_piece, sweep_ranks, sweep_window,
+                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, btab, base,
+                  bcap, d0, d1, out, doc_counts, stats):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit.
 
     A piece is looked up, in this order, in the vocabulary's short-piece table, as a whole
@@ -741,6 +744,8 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     has_special = piece_special.shape[0] > 0
     use_cache = dropout <= 0.0
     packed = data.itemsize == 1  # byte units: short pieces are keyed by their bytes
+    use_bt = bt_trie.shape[0] > 0 and packed and not dropout > 0.0
+    alive = np.empty(0, dtype=np.uint8)  # the backtracking's scratch, grown on first use
     gcap = ctab.shape[0] // 3
     rng = np.ones(1, dtype=np.int64)
     max_short = long_piece + 1
@@ -843,7 +848,18 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                         front[fs + 2] = v
                     block_hits += 1
                     continue
-            if n <= long_piece and not dropout > 0.0:
+            m = -1
+            if use_bt and n > bt_piece:
+                # Linear-time backtracking (kernels/backtrack.py); -1: a byte without a
+                # token of its own, merged below.
+                if alive.shape[0] <= n:
+                    alive = np.empty(max(n + 1, 2 * alive.shape[0]), dtype=np.uint8)
+                m = encode_piece(data, s, n, bt_trie, bt_node_tok, bt_node_use, bt_tok_len,
+                                 bt_next, bt_split_l, bt_split_r, bt_pair_keys, bt_pair_vals,
+                                 alive, out, o)
+            if m >= 0:
+                pass
+            elif n <= long_piece and not dropout > 0.0:
                 for k in range(n):
                     buf[k] = sym_map[data[s + k]]
                 if n <= scan_piece:
@@ -922,9 +938,11 @@ def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc
 
 @njit(cache=True, nogil=True, parallel=True)
 def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
-                 whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                 sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, scan_piece, ctab,
-                 cunits, cids, cstate, n_blocks):
+                 whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
+                 bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
+                 bt_pair_vals, dropout, seed, long_piece, sweep_ranks, block_bits, sweep_window,
+                 sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate,
+                 n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -957,6 +975,11 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     byte_pairs : int64[65536] or int64[0]
         ``build_byte_pairs(keys, vals)``: the rank table's pairs of ids below 256, dense
         (empty: every pair from ``pairs``).
+    bt_trie, bt_node_tok, bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, \
+    bt_pair_keys, bt_pair_vals : arrays, or empty arrays
+        ``backtrack.build_backtrack_tables`` of a ``ranks`` vocabulary it is exact for
+        (``model.backtrack_tables``): byte pieces longer than ``bt_piece`` bytes are encoded
+        by backtracking (linear time). Empty (``bt_trie`` of length 0): merging only.
     dropout : float
         BPE-dropout probability (0.0: ordinary encoding; > 0 disables the piece tables).
     seed : int
@@ -981,6 +1004,8 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         Pieces of at most this many units (and of at most ``long_piece``) are merged by
         rescanning an array (``_merge_short``), longer ones up to ``long_piece`` by a small
         heap (``_merge_mid``): where one beats the other (``model.SCAN_PIECE``).
+    bt_piece : int
+        Byte pieces longer than this take the backtracking encoder when its tables are given.
     ctab, cunits, cids : int64[3 * cap], data's dtype[*], int32[*]
         The persistent piece cache (``kernels.piece_cache``; ``cap`` 0 for none): read by
         every block; the blocks' new entries are added to it after the parallel loop when
@@ -1009,19 +1034,21 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
-                      whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                      long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units,
-                      scan_piece, ctab, cunits, cids, btab, bases[blk], caps[blk], d0, d1, out,
-                      doc_counts, stats[blk])
+                      whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie,
+                      bt_node_tok, bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r,
+                      bt_pair_keys, bt_pair_vals, dropout, seed, long_piece, sweep_ranks,
+                      sweep_window, sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits,
+                      cids, btab, bases[blk], caps[blk], d0, d1, out, doc_counts, stats[blk])
     return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
                    piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
 def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
-                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed, long_piece,
-                  sweep_ranks, block_bits, sweep_window, sweep_margin, cache_units, scan_piece, ctab,
-                  cunits, cids, cstate):
+                  whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
+                  bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
+                  bt_pair_vals, dropout, seed, long_piece, sweep_ranks, block_bits, sweep_window,
+                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate):
     """``encode_batch`` on the calling thread only (no thread pool is started), one block.
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
@@ -1034,9 +1061,11 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     bases, caps, btab = _block_tables(doc_piece_offsets, 1, block_bits, dropout <= 0.0)
     stats = np.zeros((1, 3), dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
-                  whole_keys, tok_off, tok_data, short_table, byte_pairs, dropout, seed,
-                  long_piece, sweep_ranks, sweep_window, sweep_margin, cache_units, scan_piece,
-                  ctab, cunits, cids, btab, bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
+                  whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
+                  bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
+                  bt_pair_vals, dropout, seed, long_piece, sweep_ranks, sweep_window,
+                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, btab,
+                  bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
     return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
                    piece_offsets, doc_piece_offsets)
 
