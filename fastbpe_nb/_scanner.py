@@ -15,6 +15,8 @@ PATTERN_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2}
 #: A single text longer than this (in UTF-8 bytes) is scanned this many bytes at a time
 #: (``scan_prefix_offsets``): the per-piece arrays of one call stay small.
 SEGMENT_BYTES = 2 << 20
+#: Batches of at least this many bytes are scanned on several threads when asked to.
+PARALLEL_SCAN_BYTES = 1 << 16
 
 _class_table = None
 
@@ -68,7 +70,7 @@ def _as_doc_offsets(doc_offsets, n_bytes: int) -> np.ndarray:
     return _read_only(offsets)
 
 
-def scan_offsets(data, doc_offsets, name: str) -> tuple[np.ndarray, np.ndarray]:
+def scan_offsets(data, doc_offsets, name: str, n_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Pre-token byte boundaries of a batch of UTF-8 documents.
 
     Parameters
@@ -80,6 +82,9 @@ def scan_offsets(data, doc_offsets, name: str) -> tuple[np.ndarray, np.ndarray]:
         ``data`` (``None``: one document, all of ``data``).
     name : str
         ``"gpt2"``, ``"cl100k"`` or ``"o200k"``.
+    n_threads : int
+        Above 1, documents are scanned in parallel blocks (``scan_batch_parallel``; the
+        same results; a forked child runs the serial kernel).
 
     Returns
     -------
@@ -96,11 +101,16 @@ def scan_offsets(data, doc_offsets, name: str) -> tuple[np.ndarray, np.ndarray]:
     data_array = _as_bytes_array(data)
     offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
     stage1, stage2 = class_table()
-    from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_batch
-    from fastbpe_nb.parallel import call_kernel
+    from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_batch, scan_batch_parallel
+    from fastbpe_nb.parallel import call_kernel, run_parallel
 
-    return call_kernel(scan_batch, data_array, offsets, pattern_id, stage1, stage2,
-                       WINDOW_BYTES, STREAM_BYTES)
+    args = (data_array, offsets, pattern_id, stage1, stage2, WINDOW_BYTES, STREAM_BYTES)
+    n_docs = offsets.shape[0] - 1
+    if n_threads > 1 and n_docs > 1 and offsets[-1] - offsets[0] >= PARALLEL_SCAN_BYTES:
+        n_blocks = min(n_docs, 4 * n_threads)
+        return run_parallel(scan_batch_parallel, n_threads, *args, n_blocks,
+                            serial=(scan_batch, args))
+    return call_kernel(scan_batch, *args)
 
 
 def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str):

@@ -308,7 +308,7 @@ class Encoder:
         huge = (np.flatnonzero(lengths > SEGMENT_BYTES).tolist()
                 if dropout == 0 and self.segmentable else [])
         if not huge:
-            pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, pattern)
+            pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, pattern, n_threads)
             return self.run((data, pieces, special, doc_pieces), n_threads, dropout, seed)
         parts, counts = [], np.zeros(len(lengths), dtype=np.int64)
         run_start = 0
@@ -316,7 +316,7 @@ class Encoder:
             if row > run_start:
                 lo, hi = doc_offsets[run_start], doc_offsets[row]
                 pieces, doc_pieces = pretokenize.piece_offsets(
-                    data[lo:hi], doc_offsets[run_start:row + 1] - lo, pattern)
+                    data[lo:hi], doc_offsets[run_start:row + 1] - lo, pattern, n_threads)
                 ids, offsets = self.run((data[lo:hi], pieces, special, doc_pieces), n_threads)
                 parts.append(ids)
                 counts[run_start:row] = np.diff(offsets)

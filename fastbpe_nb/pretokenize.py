@@ -306,7 +306,7 @@ def uses_scanner(pattern) -> bool:
     return isinstance(pattern, str) and resolve_pattern(pattern) in NAMED_PATTERNS
 
 
-def piece_offsets(data, doc_offsets, pattern):
+def piece_offsets(data, doc_offsets, pattern, n_threads: int = 1):
     """Pre-token boundaries of a batch of documents given as UTF-8 bytes.
 
     Parameters
@@ -318,6 +318,8 @@ def piece_offsets(data, doc_offsets, pattern):
         ``int64[n_docs + 1]``: document boundaries in ``data`` (validated by the caller).
     pattern : str or None
         A named pattern (Numba scanner), any other regex (``regex`` module), or None.
+    n_threads : int
+        Threads for the Numba scanner (documents in parallel blocks; the same results).
 
     Returns
     -------
@@ -332,7 +334,7 @@ def piece_offsets(data, doc_offsets, pattern):
     if uses_scanner(pattern):
         from ._scanner import scan_offsets
 
-        return scan_offsets(data, doc_offsets, pattern)
+        return scan_offsets(data, doc_offsets, pattern, n_threads)
     n_docs = len(doc_offsets) - 1
     if pattern is None:
         lengths = np.diff(doc_offsets)

@@ -40,7 +40,7 @@ Facts the matchers rely on (all checked by the differential tests):
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .unicode_classes import (
     CLS_L,
@@ -655,6 +655,69 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
     # A view, not a copy: pages past the last piece were never touched (no memory), and
     # copying would touch as much fresh memory again (page faults cost more than scanning).
     return piece_offsets[: n_pieces + 1], doc_piece_offsets
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
+                        stream_bytes, n_blocks):
+    """``scan_batch`` with the documents cut into ``n_blocks`` contiguous blocks scanned in
+    parallel; the same results.
+
+    Each block writes its pieces into its own region of one buffer: the block's bytes plus
+    one slot (every piece holds at least a byte, so a block never outgrows its region);
+    the regions are then joined serially, in block order. Parameters as ``scan_batch``,
+    plus ``n_blocks >= 1``.
+    """
+    if pattern_id < 0 or pattern_id > 2:
+        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
+    if window_bytes < 1 or stream_bytes < 1 or n_blocks < 1:
+        raise ValueError("window_bytes, stream_bytes and n_blocks must be positive")
+    n_docs = doc_offsets.shape[0] - 1
+    if n_docs < 0:
+        raise ValueError("doc_offsets must have at least one entry")
+    base = doc_offsets[0]
+    regions = np.empty(doc_offsets[n_docs] - base + n_blocks, dtype=np.int64)
+    doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    counts = np.zeros(n_blocks, dtype=np.int64)
+    ascii_words = ascii_class_words(stage1, stage2)
+    for blk in prange(n_blocks):
+        d0 = blk * n_docs // n_blocks
+        d1 = (blk + 1) * n_docs // n_blocks
+        r0 = doc_offsets[d0] - base + blk
+        region = regions[r0:r0 + doc_offsets[d1] - doc_offsets[d0] + 1]
+        region[0] = doc_offsets[d0]
+        window = window_bytes
+        words = np.empty(window + N_SENTINELS, dtype=np.uint32)
+        char_offsets = np.empty(window + 1, dtype=np.int64)
+        n_pieces = 0
+        pieces = region
+        for d in range(d0, d1):
+            doc_piece_offsets[d] = n_pieces  # block-local; made global below
+            end = doc_offsets[d + 1]
+            _, n_pieces, pieces, window, words, char_offsets = _scan_document(
+                data, doc_offsets[d], end, end, pattern_id, stage1, stage2, ascii_words, window,
+                stream_bytes, words, char_offsets, pieces, n_pieces
+            )
+        # _scan_document never grows a region (n_pieces <= bytes scanned): if it ever did,
+        # the pieces are in its new array; they still fit the region.
+        region[1:n_pieces + 1] = pieces[1:n_pieces + 1]
+        counts[blk] = n_pieces
+    total = 0
+    for blk in range(n_blocks):
+        total += counts[blk]
+    piece_offsets = np.empty(total + 1, dtype=np.int64)
+    piece_offsets[0] = base
+    at = 0
+    for blk in range(n_blocks):
+        d0 = blk * n_docs // n_blocks
+        d1 = (blk + 1) * n_docs // n_blocks
+        r0 = doc_offsets[d0] - base + blk
+        piece_offsets[at + 1:at + 1 + counts[blk]] = regions[r0 + 1:r0 + 1 + counts[blk]]
+        for d in range(d0, d1):
+            doc_piece_offsets[d] += at
+        at += counts[blk]
+    doc_piece_offsets[n_docs] = total
+    return piece_offsets, doc_piece_offsets
 
 
 @njit(cache=True, nogil=True)
