@@ -90,14 +90,7 @@ class WordCounter:
         if len(lengths) and lengths.max() > HUGE_DOC_BYTES and pretokenize.uses_scanner(self.pattern):
             self._add_with_huge_docs(data, doc_offsets, lengths)
             return
-        self._add_pieces(data, pretokenize.piece_offsets(data, doc_offsets, self.pattern,
-                                                         self._threads())[0])
-
-    def _threads(self) -> int:
-        """Threads of the scanner and the counting kernel."""
-        from .parallel import default_threads
-
-        return self.num_threads or default_threads()
+        self._add_pieces(data, pretokenize.piece_offsets(data, doc_offsets, self.pattern)[0])
 
     def _add_pieces(self, data, pieces):
         if self.memory_check is not None:
@@ -116,8 +109,7 @@ class WordCounter:
             if d > run_start:
                 lo, hi = doc_offsets[run_start], doc_offsets[d]
                 self._add_pieces(data[lo:hi], pretokenize.piece_offsets(
-                    data[lo:hi], doc_offsets[run_start:d + 1] - lo, self.pattern,
-                    self._threads())[0])
+                    data[lo:hi], doc_offsets[run_start:d + 1] - lo, self.pattern)[0])
             if d < len(lengths):
                 doc = data[doc_offsets[d]:doc_offsets[d + 1]]
                 start = 0
