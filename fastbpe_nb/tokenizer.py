@@ -29,9 +29,10 @@ from .model import MergeModel
 from .specials import SpecialTokens, check_special_tokens
 from .text import UnicodeNormalizer
 from .validation import check_dropout, check_num_threads, check_seed
+from .vocab_api import VocabularyLookups
 
 
-class Tokenizer:
+class Tokenizer(VocabularyLookups):
     """A BPE tokenizer: frozen merges, vocabulary, pre-tokenization pattern, special tokens.
 
     Parameters
@@ -168,8 +169,7 @@ class Tokenizer:
 
     vocab = property(lambda self: self._vocab, doc="""Bytes of every id (index = id), special
         tokens as their UTF-8, None for an unused id. Shared: do not modify it.""")
-    vocab_size = property(lambda self: len(self._vocab), doc="""Number of ids, unused ids
-        between special token ids included (``max id + 1``).""")
+    vocab_size = property(lambda self: len(self._vocab), doc="Number of ids (max id + 1).")
 
     @property
     def unused_ids(self) -> list[int]:
