@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, HASH_SEED, grow, hash_slot, hash_units
-#: kernel cache stamp: 64f7370a7fd2f5e9dd4fceedd2e9c773b087237c198335c88176248372404e54
+#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
 
 
 @njit(cache=True, nogil=True)

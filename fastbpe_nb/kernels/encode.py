@@ -26,12 +26,13 @@ merged itself; after the parallel loop the blocks' tables are added to the cache
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, pair_key
+from .hashing import (EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, pair_key,
+                      same_units)
 from .backtrack import encode_piece
 from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_mix)
-#: kernel cache stamp: 23b7d86c4ff674901493ee4d334534685fefec493a54afacf3a1ef470e8d8334
+#: kernel cache stamp: b2e9eb36a655d71b7c216af9fd6c80ce18aaa10b4daf2ac70a9e5ac75b595472
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -683,15 +684,8 @@ def _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data):
         t = whole_keys[i]
         if t == EMPTY:
             return -1
-        if tok_off[t + 1] - tok_off[t] == n:
-            ts = tok_off[t]
-            same = True
-            for k in range(n):
-                if tok_data[ts + k] != data[s + k]:
-                    same = False
-                    break
-            if same:
-                return t
+        if tok_off[t + 1] - tok_off[t] == n and same_units(tok_data, tok_off[t], data, s, n):
+            return t
         i = (i + 1) & mask
 
 
@@ -723,6 +717,16 @@ def build_whole_table(tok_off, tok_data, n_tokens):
             i = (i + 1) & mask
         keys[i] = t
     return keys
+
+
+@njit(cache=True, nogil=True)
+def _remember(front, fs, key, key2, v):
+    """Keep a short piece in its block's front table (slot ``fs``, a multiple of 3) when
+    its ids are packed (``v > 0``); the slot's previous piece is dropped."""
+    if v > 0:
+        front[fs] = key
+        front[fs + 1] = key2
+        front[fs + 2] = v
 
 
 @njit(cache=True, nogil=True)
@@ -810,9 +814,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     if v >= 0:
                         o += emit_packed(v, out, o)
                         if use_cache:
-                            front[fs] = key
-                            front[fs + 1] = key2
-                            front[fs + 2] = v
+                            _remember(front, fs, key, key2, v)
                         continue
             h = np.int64(0)
             if not short:
@@ -833,19 +835,15 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 v = get(ctab, 0, gcap, key, key2, cunits, data, s, n)
                 if v != 0:
                     o += emit(v, cids, out, o)
-                    if short and v > 0:
-                        front[fs] = key
-                        front[fs + 1] = key2
-                        front[fs + 2] = v
+                    if short:
+                        _remember(front, fs, key, key2, v)
                     hits += 1
                     continue
                 v = get(btab, base, bcap, key, key2, data, data, s, n)
                 if v != 0:
                     o += emit(v, out, out, o)
-                    if short and v > 0:
-                        front[fs] = key
-                        front[fs + 1] = key2
-                        front[fs + 2] = v
+                    if short:
+                        _remember(front, fs, key, key2, v)
                     block_hits += 1
                     continue
             m = -1
@@ -885,10 +883,8 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
             merged += 1
             if cacheable:
                 v = pack_ids(out, o, m) if packable(out, o, m) else ~((o << 16) | m)
-                if short and v > 0:
-                    front[fs] = key
-                    front[fs + 1] = key2
-                    front[fs + 2] = v
+                if short:
+                    _remember(front, fs, key, key2, v)
             if cacheable and 2 * (n_block + 1) <= bcap:
                 put(btab, base, bcap, key, key2, v)
                 n_block += 1

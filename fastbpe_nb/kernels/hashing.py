@@ -148,6 +148,16 @@ def hash_units(data, start, end, h):
 
 
 @njit(cache=True, nogil=True)
+def same_units(a, a0, b, b0, n):
+    """Whether ``a[a0:a0+n]`` and ``b[b0:b0+n]`` hold the same values (the check behind
+    every hashed look-up of bytes or symbol runs)."""
+    for k in range(n):
+        if a[a0 + k] != b[b0 + k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def hash_slot(h):
     """``hash_units``'s 48-bit value mixed so that every bit reaches the slot bits.
 

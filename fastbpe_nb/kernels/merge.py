@@ -31,11 +31,12 @@ from .hashing import (
     hash_slot,
     hash_units,
     pair_key,
+    same_units,
     table_capacity,
     table_rehash,
     table_slot,
 )
-#: kernel cache stamp: 64f7370a7fd2f5e9dd4fceedd2e9c773b087237c198335c88176248372404e54
+#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
 
 # Tie rules as the kernel sees them. ``hf`` is TIE_RANKS with GPT-2's byte order in
 # ``base_rank``; ``ids`` is TIE_RANKS with the identity.
@@ -238,20 +239,10 @@ def _token_slot(bkeys, tok_off, tok_data, h, a, b):
         t = bkeys[i]
         if t == EMPTY:
             return i
-        if tok_off[t + 1] - tok_off[t] == la + lb:
-            same = True
-            s = tok_off[t]
-            for k in range(la):
-                if tok_data[s + k] != tok_data[tok_off[a] + k]:
-                    same = False
-                    break
-            if same:
-                for k in range(lb):
-                    if tok_data[s + la + k] != tok_data[tok_off[b] + k]:
-                        same = False
-                        break
-            if same:
-                return i
+        s = tok_off[t]
+        if (tok_off[t + 1] - s == la + lb and same_units(tok_data, s, tok_data, tok_off[a], la)
+                and same_units(tok_data, s + la, tok_data, tok_off[b], lb)):
+            return i
         i = (i + 1) & mask
 
 

@@ -26,8 +26,8 @@ into the call's ``data`` and ``out`` in a block table.
 import numpy as np
 from numba import njit
 
-from .hashing import EMPTY, hash_slot
-#: kernel cache stamp: 64f7370a7fd2f5e9dd4fceedd2e9c773b087237c198335c88176248372404e54
+from .hashing import EMPTY, hash_slot, same_units
+#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
 
 #: Pieces of up to this many bytes are keyed by their packed bytes: two int64 keys hold
 #: 7 + 8 bytes and the length.
@@ -135,15 +135,8 @@ def get(tab, base, cap, k1, k2, units, data, s, n):
                     return tab[j + 2]
             else:
                 ref = tab[j + 1]
-                if (ref & 0xFFFF) == n:
-                    off = ref >> 16
-                    same = True
-                    for q in range(n):
-                        if units[off + q] != data[s + q]:
-                            same = False
-                            break
-                    if same:
-                        return tab[j + 2]
+                if (ref & 0xFFFF) == n and same_units(units, ref >> 16, data, s, n):
+                    return tab[j + 2]
         i = (i + 1) & mask
 
 
