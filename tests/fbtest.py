@@ -12,3 +12,21 @@ REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
 NOJIT = os.environ.get("NUMBA_DISABLE_JIT") == "1"
 
+
+
+def merges_over_bytes(raw, alphabet=b"abc "):
+    """Explicit byte-level merges over ``alphabet`` from hypothesis' pairs of indices into
+    the usable ids (the alphabet's bytes, then each merge's result), ids defined before use."""
+    tokens = [bytes([b]) for b in range(256)]
+    known = {t: i for i, t in enumerate(tokens)}
+    usable = [known[bytes([b])] for b in alphabet]
+    pairs = []
+    for a, b in raw:
+        a, b = usable[a % len(usable)], usable[b % len(usable)]
+        pairs.append((a, b))
+        made = tokens[a] + tokens[b]
+        if made not in known:
+            known[made] = len(tokens)
+            tokens.append(made)
+            usable.append(known[made])
+    return pairs

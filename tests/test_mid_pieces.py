@@ -22,7 +22,7 @@ from fastbpe_nb.kernels.encode import _merge_long, _merge_mid, _merge_short
 from fastbpe_nb.kernels.hashing import build_rank_table, interleave_table
 from fastbpe_nb.model import LONG_PIECE, SCAN_PIECE
 
-from fbtest import NOJIT
+from fbtest import NOJIT, merges_over_bytes
 
 EXAMPLES = 30 if NOJIT else 150
 NO_PAIRS = np.zeros(0, dtype=np.int64)  # no dense byte-pair table: every pair is looked up
@@ -83,23 +83,6 @@ def test_mid_on_trained_tables_runs_and_alternations(seed):
                 assert mid(symbols, pairs) == ref.encode_symbols(symbols, model), (tie, text)
 
 
-def _merges_over(raw, alphabet=b"ab"):
-    """Byte-level merges over ``alphabet`` from hypothesis' pairs of indices."""
-    tokens = [bytes([b]) for b in range(256)]
-    known = {t: i for i, t in enumerate(tokens)}
-    usable = [known[bytes([b])] for b in alphabet]
-    out = []
-    for a, b in raw:
-        a, b = usable[a % len(usable)], usable[b % len(usable)]
-        out.append((a, b))
-        made = tokens[a] + tokens[b]
-        if made not in known:
-            known[made] = len(tokens)
-            tokens.append(made)
-            usable.append(known[made])
-    return out
-
-
 lengths = st.sampled_from([2, SCAN_PIECE - 1, SCAN_PIECE, SCAN_PIECE + 1, SCAN_PIECE + 7,
                            LONG_PIECE - 1, LONG_PIECE, LONG_PIECE + 1, LONG_PIECE + 40])
 words = st.tuples(lengths, st.integers(0, 2**32 - 1))
@@ -121,7 +104,7 @@ def _text(spec):
 @given(raw=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=30),
        spec=st.lists(words, min_size=1, max_size=5))
 def test_pieces_around_the_thresholds_pairs_mode(raw, spec):
-    merges = _merges_over(raw)
+    merges = merges_over_bytes(raw, b"ab")
     tok = fb.Tokenizer(merges=merges, pattern="gpt2")
     model = ref.model_from_merges(merges, pattern="gpt2")
     text = _text(spec)
@@ -139,7 +122,7 @@ def test_pieces_around_the_thresholds_ranks_mode_against_tiktoken(tmp_path, raw,
     tiktoken = pytest.importorskip("tiktoken")
     from fastbpe_nb.pretokenize import NAMED_PATTERNS
 
-    tok = fb.Tokenizer(merges=_merges_over(raw), pattern="gpt2")
+    tok = fb.Tokenizer(merges=merges_over_bytes(raw, b"ab"), pattern="gpt2")
     path = tmp_path / "m.tiktoken"
     tok.to_tiktoken(path)
     try:

@@ -328,15 +328,18 @@ def test_long_runs_streamed_in_tiny_chunks_match_regex(name, text, window, strea
 def test_scan_prefix_chains_to_the_whole_scan(name, text, steps):
     # A huge text is scanned a segment at a time (Tokenizer._encode_huge): chained
     # scan_prefix calls, whatever the limits, give exactly the pieces of one whole scan.
-    from fastbpe_nb._scanner import scan_prefix_offsets
-
     data = np.frombuffer(text.encode(), dtype=np.uint8)
     if len(data) == 0:
         return
-    expected = scan_offsets(data, None, name)[0].tolist()
-    got = [0]
-    start = 0
-    k = 0
+    assert _chained_scan(data, steps, name) == scan_offsets(data, None, name)[0].tolist()
+
+
+def _chained_scan(data, steps, name):
+    """Piece boundaries of ``data`` from chained ``scan_prefix_offsets`` calls, the k-th
+    with a limit ``steps[k % len(steps)]`` bytes ahead, each call checked on its own."""
+    from fastbpe_nb._scanner import scan_prefix_offsets
+
+    got, start, k = [0], 0, 0
     while start < len(data):
         pieces, end = scan_prefix_offsets(data, start, start + steps[k % len(steps)], name)
         assert pieces[0] == start and pieces[-1] == end > start
@@ -344,7 +347,7 @@ def test_scan_prefix_chains_to_the_whole_scan(name, text, steps):
         got.extend(pieces[1:].tolist())
         start = end
         k += 1
-    assert got == expected
+    return got
 
 
 def test_scan_prefix_validates_input():
@@ -486,16 +489,9 @@ def test_ascii_next_to_invalid_utf8_follows_policy(name, docs, window):
 @HYPOTHESIS
 @given(text=boundary_texts, steps=st.lists(st.integers(1, 9), min_size=1, max_size=20))
 def test_scan_prefix_across_ascii_boundaries_chains_to_the_whole_scan(name, text, steps):
-    from fastbpe_nb._scanner import scan_prefix_offsets
-
     data = np.frombuffer(text.encode(), dtype=np.uint8)
     if len(data) == 0:
         return
-    expected = scan_offsets(data, None, name)[0].tolist()
-    got, start, k = [0], 0, 0
-    while start < len(data):
-        pieces, start = scan_prefix_offsets(data, start, start + steps[k % len(steps)], name)
-        got.extend(pieces[1:].tolist())
-        k += 1
-    assert got == expected
+    got = _chained_scan(data, steps, name)
+    assert got == scan_offsets(data, None, name)[0].tolist()
     assert pieces_of(data.tobytes(), np.array(got), 0, len(got) - 1) == expected_pieces(name, text)

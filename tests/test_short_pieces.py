@@ -19,28 +19,11 @@ from fastbpe_nb import reference as ref
 from fastbpe_nb.errors import ModelFormatError
 from fastbpe_nb.kernels.encode import SHORT_BYTES
 
-from fbtest import NOJIT
+from fbtest import NOJIT, merges_over_bytes
 
 EXAMPLES = 30 if NOJIT else 150
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 texts = st.lists(st.text(alphabet="abc ", max_size=40), min_size=1, max_size=6)
-
-
-def _merges_over_bytes(raw, alphabet=b"abc "):
-    """Explicit byte-level merges over ``alphabet``, ids defined before use."""
-    tokens = [bytes([b]) for b in range(256)]
-    known = {t: i for i, t in enumerate(tokens)}
-    usable = [known[bytes([b])] for b in alphabet]
-    pairs = []
-    for a, b in raw:
-        a, b = usable[a % len(usable)], usable[b % len(usable)]
-        pairs.append((a, b))
-        made = tokens[a] + tokens[b]
-        if made not in known:
-            known[made] = len(tokens)
-            tokens.append(made)
-            usable.append(known[made])
-    return pairs
 
 
 def _without_short_table(tok, text):
@@ -56,7 +39,7 @@ def _without_short_table(tok, text):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=24), docs=texts)
 def test_pairs_mode_any_merge_order(raw, docs):
-    merges = _merges_over_bytes(raw)
+    merges = merges_over_bytes(raw)
     tok = fb.Tokenizer(merges=merges, pattern="gpt2")
     model = ref.model_from_merges(merges, pattern="gpt2")
     for doc in docs:
@@ -92,7 +75,7 @@ def _ranks_file(tmp_path, tokens):
        docs=texts)
 def test_ranks_mode_matches_tiktoken(tmp_path, raw, docs):
     tiktoken = pytest.importorskip("tiktoken")
-    merges = _merges_over_bytes(raw)
+    merges = merges_over_bytes(raw)
     tokens, seen = [], set()
     vocab = [bytes([i]) for i in range(256)]
     for x, y in merges:
@@ -187,7 +170,7 @@ def test_piece_memo_is_bounded_and_not_pickled(monkeypatch):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(raw=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=1, max_size=30))
 def test_split_pairs_kernel_equals_its_python_twin(tmp_path, raw):
-    merges = _merges_over_bytes(raw)
+    merges = merges_over_bytes(raw)
     vocab = [bytes([i]) for i in range(256)]
     tokens, seen = [], set()
     for x, y in merges:
