@@ -258,3 +258,30 @@ def test_a_big_call_builds_the_backtracking_tables():
     ids = tok.encode_ordinary(big)
     assert tok._tables().backtrack[0].shape[0] > 0
     assert tok.decode(ids) == big
+
+
+def _child_encode(args):
+    """In a forked child: a big text (builds the backtracking tables there) and a batch
+    on two threads (the parent already ran the parallel kernels)."""
+    big, texts = args
+    from presets import build
+
+    tok = build("cl100k-tiktoken")
+    return tok.encode_ordinary(big), tok.encode_ordinary_batch(texts, num_threads=2)
+
+
+def test_forked_child_after_parallel_kernels_gets_the_same_ids():
+    import multiprocessing
+    import pickle
+
+    from fastbpe_nb.encoder import BACKTRACK_UNITS
+    from presets import build
+
+    tok = pickle.loads(pickle.dumps(build("cl100k-tiktoken")))
+    texts = ["Straßenbahnhaltestellenüberdachung 東京是日本的首都我們在北京學習中文", "plain"] * 50
+    big = "Donaudampfschifffahrtsgesellschaft 東京是日本的首都 " * (BACKTRACK_UNITS // 40)
+    want = (tok.encode_ordinary(big), tok.encode_ordinary_batch(texts, num_threads=2))
+    build("cl100k-tiktoken").encode_ordinary_batch(texts, num_threads=2)  # the shared preset too
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.map_async(_child_encode, [(big, texts)]).get(timeout=120)[0]
+    assert got == want
