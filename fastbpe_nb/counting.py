@@ -14,8 +14,18 @@ from . import pretokenize
 from .text import clean_text
 
 
-#: Documents longer than this are counted a segment at a time (see ``_add_with_huge_docs``).
-HUGE_DOC_BYTES = 8 << 20
+#: Named patterns are scanned and counted in one kernel pass (``kernels.count.
+#: count_text_batch``): each block of a batch scans ``COUNT_CHUNK_BYTES`` of text at a time
+#: into a small buffer and counts those pieces while they are in cache, into a private
+#: table of at most ``COUNT_BLOCK_WORDS`` unique words (a block with more counts the rest in
+#: serial rounds). Neither changes the counts, only speed and memory (tests shrink them).
+COUNT_CHUNK_BYTES = 1 << 16
+COUNT_BLOCK_WORDS = 1 << 18
+#: Bytes the private tables hold per unique word of a block (``u_*`` arrays, the slot
+#: array at load <= 1/2, ``u_slot``): the most a block's table can touch per word.
+PRIVATE_BYTES_PER_WORD = 5 * 8 + 8 + 2 * 2 * 8
+#: Blocks are cut below this size so that a block's counts fit the slots' 32-bit field.
+MAX_BLOCK_BYTES = 1 << 30
 
 
 class WordCounter:
@@ -52,6 +62,9 @@ class WordCounter:
         #: Called as ``memory_check(bytes)`` before each counting kernel call with the most
         #: it may allocate (``growth_bytes``): a budget raises there, before allocating.
         self.memory_check = None
+        #: ``count_text_batch``'s tunables (see COUNT_CHUNK_BYTES), read at each batch.
+        self.chunk_bytes = COUNT_CHUNK_BYTES
+        self.block_words = COUNT_BLOCK_WORDS
 
     @property
     def n_unique(self) -> int:
@@ -86,9 +99,8 @@ class WordCounter:
         self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
         if self.matcher:
             data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
-        lengths = np.diff(doc_offsets)
-        if len(lengths) and lengths.max() > HUGE_DOC_BYTES and pretokenize.uses_scanner(self.pattern):
-            self._add_with_huge_docs(data, doc_offsets, lengths)
+        if pretokenize.uses_scanner(self.pattern):
+            self._count_text(data, doc_offsets)
             return
         self._add_pieces(data, pretokenize.piece_offsets(data, doc_offsets, self.pattern)[0])
 
@@ -96,29 +108,6 @@ class WordCounter:
         if self.memory_check is not None:
             self.memory_check(self.growth_bytes(len(pieces) - 1, len(data)))
         self._count_pieces(data, pieces)
-
-    def _add_with_huge_docs(self, data, doc_offsets, lengths):
-        """``add_batch`` when some documents exceed HUGE_DOC_BYTES: those are scanned and
-        counted ``SEGMENT_BYTES`` at a time (the scanner resumes at a piece: the same
-        pieces, in the same order), the runs of documents between them as one batch. The
-        per-piece arrays of one call then stay small (a 300 MiB row took 5.5x its size)."""
-        from ._scanner import SEGMENT_BYTES, scan_prefix_offsets
-
-        run_start = 0
-        for d in np.flatnonzero(lengths > HUGE_DOC_BYTES).tolist() + [len(lengths)]:
-            if d > run_start:
-                lo, hi = doc_offsets[run_start], doc_offsets[d]
-                self._add_pieces(data[lo:hi], pretokenize.piece_offsets(
-                    data[lo:hi], doc_offsets[run_start:d + 1] - lo, self.pattern)[0])
-            if d < len(lengths):
-                doc = data[doc_offsets[d]:doc_offsets[d + 1]]
-                start = 0
-                while start < len(doc):
-                    pieces, end = scan_prefix_offsets(doc, start, start + SEGMENT_BYTES,
-                                                      self.pattern)
-                    self._add_pieces(doc[start:end], pieces - start)
-                    start = end
-            run_start = d + 1
 
     @property
     def nbytes(self) -> int:
@@ -131,8 +120,12 @@ class WordCounter:
         ``n_bytes`` bytes (as if every piece were a new word): its private per-block tables
         (3 int64 per piece, and hash slots: at most 4 int64 per piece) and the growth of
         the global table (hash slots doubling, store and per-word arrays growing)."""
-        private = (24 + 32) * n_pieces
-        n_new = self._n + n_pieces
+        return (24 + 32) * n_pieces + self._global_growth(n_pieces, n_bytes)
+
+    def _global_growth(self, n_words: int, n_bytes: int) -> int:
+        """What the global table grows by if ``n_words`` new words of ``n_bytes`` bytes
+        in all were added: hash slots doubling, store and per-word arrays growing."""
+        n_new = self._n + min(n_words, n_bytes)
         cap = self._keys.shape[0]
         while 2 * (n_new + 1) > cap:
             cap *= 2
@@ -141,7 +134,23 @@ class WordCounter:
             grow += max(self._store_len + n_bytes, 2 * self._store.shape[0])
         if n_new + 2 > self._off.shape[0]:
             grow += 4 * 8 * max(n_new + 2, 2 * self._off.shape[0])
-        return private + grow
+        return grow
+
+    def text_growth_bytes(self, n_bytes: int, n_blocks: int) -> int:
+        """The most ``count_text_batch`` allocates for a batch of ``n_bytes`` bytes cut into
+        ``n_blocks`` blocks: the private tables (``PRIVATE_BYTES_PER_WORD`` per word they
+        can hold), each block's piece and window buffers, and the global table's growth
+        as if every distinct piece were new. Pieces are never empty, so ``b`` bytes hold at
+        most ``256 + b // 2`` distinct pieces (at most 256 one-byte ones, the others take
+        two bytes or more), and at most ``256 + 65,536 + b // 3`` (two-byte ones likewise).
+        """
+        from .kernels.scan import WINDOW_BYTES
+
+        distinct = min(256 + n_bytes // 2, 256 + 65536 + n_bytes // 3)
+        private_words = min(n_blocks * self.block_words, n_blocks * 256 + n_bytes // 2)
+        buffers = n_blocks * (8 * (self.chunk_bytes + 2 * WINDOW_BYTES) + 12 * WINDOW_BYTES)
+        return (private_words * PRIVATE_BYTES_PER_WORD + buffers
+                + self._global_growth(distinct, n_bytes))
 
     def table_bytes(self) -> int:
         """Bytes ``table()`` allocates: the words' bytes, offsets and counts (copies), and a
@@ -165,6 +174,35 @@ class WordCounter:
         offsets = np.zeros(len(out) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, out), np.int64, len(out)), out=offsets[1:])
         return np.frombuffer(b"".join(out), dtype=np.uint8), offsets
+
+    def _count_text(self, data, doc_offsets):
+        """Scan and count a batch in one kernel call (named patterns)."""
+        from ._scanner import PATTERN_IDS, class_table
+        from .kernels.count import count_text_batch, count_text_batch_serial
+        from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
+        from .parallel import default_threads, run_parallel
+
+        n_bytes = int(doc_offsets[-1] - doc_offsets[0])
+        if n_bytes == 0:
+            return
+        n_threads = self.num_threads or default_threads()
+        # Several blocks per thread balance the load; each block costs a merge of its
+        # private table, so small batches get fewer, and under a memory budget (whose
+        # check bounds every block's table) one block per thread.
+        per_thread = 1 if self.memory_check is not None else 4
+        n_blocks = max(1, min(per_thread * n_threads, n_bytes // (256 << 10)),
+                       -(-n_bytes // MAX_BLOCK_BYTES))
+        if self.memory_check is not None:
+            self.memory_check(self.text_growth_bytes(n_bytes, n_blocks))
+        stage1, stage2 = class_table()
+        args = (data, doc_offsets, PATTERN_IDS[self.pattern], stage1, stage2, WINDOW_BYTES,
+                STREAM_BYTES, self.chunk_bytes, n_blocks, self.block_words, self.n_pieces,
+                self._keys, self._store, self._store_len, self._off, self._count, self._first,
+                self._hash, self._n)
+        (self._keys, self._store, self._store_len, self._off, self._count, self._first,
+         self._hash, self._n, n_pieces) = run_parallel(
+            count_text_batch, n_threads, *args, serial=(count_text_batch_serial, args))
+        self.n_pieces += n_pieces
 
     def _count_pieces(self, data, pieces):
         from .kernels.count import count_batch, count_batch_serial

@@ -82,6 +82,11 @@ KERNEL_CONSTANTS = {
         "S_ENTRIES", "S_UNITS", "S_IDS", "S_MAX_BYTES", "S_HITS", "S_BLOCK_HITS", "S_MERGED",
         "S_PUBLISH", "S_DROPPED", "N_STATE",
     )),
+    *(f"fastbpe_nb.kernels.count:{name}" for name in (
+        # Key and value layout of the counting kernel's private tables (a short piece's
+        # packed bytes vs a long piece's tag; a 32-bit count beside the word index).
+        "LONG_KEY", "COUNT_MASK",
+    )),
     *(f"fastbpe_nb.kernels.merge:{name}" for name in (
         # Tie-rule codes (merge_loop maps TIE_RULES to them).
         "TIE_RANKS", "TIE_FIRST", "TIE_BYTES",

@@ -16,7 +16,8 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, HASH_SEED, grow, hash_slot, hash_units
-#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
+from .scan import N_SENTINELS, _scan_document, ascii_class_words
+#: kernel cache stamp: 1fda65ffb2fd94193d02ad30bfff1df87509abc7e150168f94284f660fc24920
 
 
 @njit(cache=True, nogil=True)
@@ -207,3 +208,403 @@ def _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_has
                     break
                 i = (i + 1) & mask
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n
+
+
+# ---------------------------------------------------------------------------------------
+# Scanning and counting in one pass (named patterns): no piece array for the batch.
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _safe_cut(data, lo, hi):
+    """The first ``i`` in ``[lo, hi)`` just after a newline that an ASCII graphic character
+    precedes and an ASCII graphic character other than ``/`` follows, or -1.
+
+    No piece of the named patterns spans such a point (``io/text_files.py`` says why; this
+    is the ASCII part of its ``safe_cut`` rule), so the text on either side can be scanned
+    as two documents with the same pieces. ``lo - 2`` must lie in the same document.
+    """
+    for i in range(lo, hi):
+        if data[i - 1] == 10:
+            a = data[i - 2]
+            c = data[i]
+            if 0x21 <= a <= 0x7E and 0x21 <= c <= 0x7E and c != 0x2F:
+                return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _plan_blocks(data, doc_offsets, n_blocks):
+    """Cut a batch into ``n_blocks`` byte ranges of about equal size, at document
+    boundaries or safe cuts inside documents; ``(bounds int64[n_blocks + 1], first_doc
+    int64[n_blocks])``, ``first_doc[b]`` the first document that block ``b`` touches.
+
+    A cut is looked for at most one block's size past the ideal point; where a document
+    has none there, the block ends with the document (or is empty), so that a text with
+    no newline costs one search, not one per block.
+    """
+    n_docs = doc_offsets.shape[0] - 1
+    start = doc_offsets[0]
+    end = doc_offsets[n_docs]
+    total = end - start
+    step = max(1, total // n_blocks)
+    bounds = np.empty(n_blocks + 1, dtype=np.int64)
+    first_doc = np.zeros(n_blocks, dtype=np.int64)
+    bounds[0] = start
+    bounds[n_blocks] = end
+    d = 0
+    for b in range(1, n_blocks):
+        x = max(start + b * total // n_blocks, bounds[b - 1])
+        while d < n_docs and doc_offsets[d + 1] <= x:
+            d += 1
+        if d == n_docs or x <= doc_offsets[d]:
+            bounds[b] = x
+            continue
+        ds = doc_offsets[d]
+        de = doc_offsets[d + 1]
+        cut = _safe_cut(data, max(x, ds + 2), min(de, x + step))
+        if cut >= 0:
+            bounds[b] = cut
+        elif de - x <= step:
+            bounds[b] = de
+        else:
+            bounds[b] = bounds[b - 1]
+    d = 0
+    for b in range(n_blocks):
+        while d < n_docs and doc_offsets[d + 1] <= bounds[b]:
+            d += 1
+        first_doc[b] = d
+    return bounds, first_doc
+
+
+#: Piece keys of the private tables of ``_count_range``: a piece of at most 7 bytes is its
+#: bytes (little-endian) with its length in bits 56-58; a longer one is LONG_KEY | its
+#: length (capped at 255) << 48 | 48 bits mixed from its first and last 8 bytes, and is
+#: compared byte by byte on a match.
+LONG_KEY = np.int64(1) << 62
+#: Slot values are ``(word << 32) | count``: a block's count stays below 2**32 because the
+#: caller keeps blocks under 2**31 bytes.
+COUNT_MASK = np.int64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _load8(data, s):
+    """The 8 bytes ``data[s:s+8]`` as one little-endian int64 (``s + 8 <= len(data)``).
+
+    Unsigned indices: Numba then skips its negative-index fix-up, and LLVM turns the eight
+    loads into one."""
+    u = np.uint64(s)
+    x = (np.uint64(data[u]) | (np.uint64(data[u + np.uint64(1)]) << np.uint64(8))
+         | (np.uint64(data[u + np.uint64(2)]) << np.uint64(16))
+         | (np.uint64(data[u + np.uint64(3)]) << np.uint64(24))
+         | (np.uint64(data[u + np.uint64(4)]) << np.uint64(32))
+         | (np.uint64(data[u + np.uint64(5)]) << np.uint64(40))
+         | (np.uint64(data[u + np.uint64(6)]) << np.uint64(48))
+         | (np.uint64(data[u + np.uint64(7)]) << np.uint64(56)))
+    return np.int64(x)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _piece_key(data, s, e):
+    """The private-table key of the piece ``data[s:e]`` (see LONG_KEY), without a loop
+    over its bytes: piece lengths vary too much for a loop's exit to be predicted."""
+    n = e - s
+    if n >= 8:
+        # First and last 8 bytes and the length: words that share all three are compared
+        # byte by byte on a match.
+        x = np.uint64(_load8(data, s))
+        y = np.uint64(_load8(data, e - 8))
+        f = x ^ ((y << np.uint64(13)) | (y >> np.uint64(51)))
+        f ^= f >> np.uint64(40)
+        return LONG_KEY | (np.int64(min(n, 255)) << 48) | (np.int64(f) & 0xFFFFFFFFFFFF)
+    if s + 8 <= data.shape[0]:
+        low = (np.int64(1) << (8 * n)) - 1
+        return (_load8(data, s) & low) | (np.int64(n) << 56)
+    key = np.int64(n) << 56  # the last bytes of the batch: the same key, a byte at a time
+    for k in range(n):
+        key |= np.int64(data[s + k]) << (8 * k)
+    return key
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _key_slot(key):
+    """Slot hash of a private-table key (products stay below 2**63: no overflow)."""
+    return hash_slot((key & 0xFFFFFFFFFFFF) ^ ((key >> 48) * 0x9E37))
+
+
+@njit(cache=True, nogil=True)
+def _same_long(data, a, b, n):
+    """Whether ``data[a:a+n]`` and ``data[b:b+n]`` are equal, 8 bytes at a time (n >= 8)."""
+    j = 0
+    while j + 8 < n:
+        if _load8(data, a + j) != _load8(data, b + j):
+            return False
+        j += 8
+    return _load8(data, a + n - 8) == _load8(data, b + n - 8)
+
+
+@njit(cache=True, nogil=True)
+def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, ascii_words,
+                 window_bytes, stream_bytes, chunk_bytes, u_start, u_end, u_count, u_first,
+                 u_hash):
+    """Scan the bytes ``pos .. hi`` (documents from ``d`` on, each cut to the range) and
+    count their pieces into a private table, until it holds ``u_start.shape[0]`` words.
+
+    The pieces of ``chunk_bytes`` of text at a time are scanned into a small buffer and
+    counted at once, while they are in cache. The table's slots hold a piece key and
+    ``(word << 32) | count`` side by side (``slots[2 i]``, ``slots[2 i + 1]``), so a piece
+    seen before costs one cache line. For each unique piece ``u_start``/``u_end`` hold its
+    bytes in ``data``, ``u_count`` its count, ``u_first`` the ordinal of its first
+    occurrence among the pieces counted by this call, ``u_hash`` its ``hash_units`` hash.
+
+    Returns
+    -------
+    tuple
+        ``(n_unique, n_pieces, d, pos)``: ``pos == hi`` when the range is done, else the
+        start of the first piece not counted (the table was full; pieces resume there).
+    """
+    cap = u_start.shape[0]
+    n_docs = doc_offsets.shape[0] - 1
+    window = window_bytes
+    words = np.empty(window + N_SENTINELS, dtype=np.uint32)
+    char_offsets = np.empty(window + 1, dtype=np.int64)
+    pieces = np.empty(chunk_bytes + window + 2, dtype=np.int64)
+    n_slots = 1 << 12
+    slots = np.full(2 * n_slots, EMPTY, dtype=np.int64)
+    u_slot = np.empty(cap, dtype=np.int64)  # where each word's count is (u_count at the end)
+    mask = n_slots - 1
+    n_unique = 0
+    n_pieces = 0
+    while d < n_docs and doc_offsets[d] < hi:
+        seg_end = min(doc_offsets[d + 1], hi)
+        pos = max(pos, doc_offsets[d])
+        while pos < seg_end:
+            pieces[0] = pos
+            next_pos, n, pieces, window, words, char_offsets = _scan_document(
+                data, pos, seg_end, pos + chunk_bytes, pattern_id, stage1, stage2,
+                ascii_words, window, stream_bytes, words, char_offsets, pieces, 0)
+            for k in range(n):
+                s = pieces[k]
+                e = pieces[k + 1]
+                key = _piece_key(data, s, e)
+                h = _key_slot(key)
+                i = h & mask
+                while True:
+                    sk = slots[2 * i]
+                    if sk == key:
+                        if key < LONG_KEY:
+                            slots[2 * i + 1] += 1
+                            break
+                        u = slots[2 * i + 1] >> 32
+                        if u_end[u] - u_start[u] == e - s and _same_long(data, u_start[u],
+                                                                         s, e - s):
+                            slots[2 * i + 1] += 1
+                            break
+                    elif sk == EMPTY:
+                        if n_unique == cap:
+                            _counts_out(slots, u_slot, u_count, n_unique)
+                            return n_unique, n_pieces, d, s
+                        if 2 * (n_unique + 1) > n_slots:
+                            n_slots *= 2
+                            slots = _rehash_slots(slots, n_slots, u_slot)
+                            mask = n_slots - 1
+                            i = h & mask
+                            while slots[2 * i] != EMPTY:
+                                i = (i + 1) & mask
+                        slots[2 * i] = key
+                        slots[2 * i + 1] = (np.int64(n_unique) << 32) | 1
+                        u_slot[n_unique] = i
+                        u_start[n_unique] = s
+                        u_end[n_unique] = e
+                        u_first[n_unique] = n_pieces
+                        u_hash[n_unique] = hash_units(data, s, e, HASH_SEED)
+                        n_unique += 1
+                        break
+                    i = (i + 1) & mask
+                n_pieces += 1
+            pos = next_pos
+        d += 1
+    _counts_out(slots, u_slot, u_count, n_unique)
+    return n_unique, n_pieces, d, hi
+
+
+@njit(cache=True, nogil=True)
+def _rehash_slots(slots, n_slots, u_slot):
+    """``slots`` moved into a table of ``n_slots`` slots; ``u_slot`` follows the words."""
+    out = np.full(2 * n_slots, EMPTY, dtype=np.int64)
+    mask = n_slots - 1
+    for j in range(slots.shape[0] // 2):
+        key = slots[2 * j]
+        if key == EMPTY:
+            continue
+        i = _key_slot(key) & mask
+        while out[2 * i] != EMPTY:
+            i = (i + 1) & mask
+        out[2 * i] = key
+        out[2 * i + 1] = slots[2 * j + 1]
+        u_slot[slots[2 * j + 1] >> 32] = i
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _counts_out(slots, u_slot, u_count, n_unique):
+    for u in range(n_unique):
+        u_count[u] = slots[2 * u_slot[u] + 1] & COUNT_MASK
+
+
+@njit(cache=True, nogil=True)
+def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_hash, first_index,
+                 g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
+    """Add a private table of ``_count_range`` to the global table (words new to it get
+    first occurrence ``first_index + u_first``)."""
+    for j in range(n_unique):
+        s = u_start[j]
+        e = u_end[j]
+        h = u_hash[j]
+        if 2 * (g_n + 1) > g_keys.shape[0]:
+            new_keys = np.full(2 * g_keys.shape[0], EMPTY, dtype=np.int64)
+            nmask = new_keys.shape[0] - 1
+            for w in range(g_n):
+                i = hash_slot(g_hash[w]) & nmask
+                while new_keys[i] != EMPTY:
+                    i = (i + 1) & nmask
+                new_keys[i] = w
+            g_keys = new_keys
+        mask = g_keys.shape[0] - 1
+        i = hash_slot(h) & mask
+        while True:
+            w = g_keys[i]
+            if w == EMPTY:
+                g_keys[i] = g_n
+                g_store = grow(g_store, g_store_len + (e - s))
+                for k in range(e - s):
+                    g_store[g_store_len + k] = data[s + k]
+                g_off = grow(g_off, g_n + 2)
+                g_count = grow(g_count, g_n + 1)
+                g_first = grow(g_first, g_n + 1)
+                g_hash = grow(g_hash, g_n + 1)
+                g_off[g_n] = g_store_len
+                g_store_len += e - s
+                g_off[g_n + 1] = g_store_len
+                g_count[g_n] = u_count[j]
+                g_first[g_n] = first_index + u_first[j]
+                g_hash[g_n] = h
+                g_n += 1
+                break
+            ws = g_off[w]
+            if g_hash[w] == h and g_off[w + 1] - ws == e - s and _same(g_store, ws, data, s, e - s):
+                g_count[w] += u_count[j]
+                break
+            i = (i + 1) & mask
+    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def count_text_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
+                     stream_bytes, chunk_bytes, n_blocks, block_words, first_index, g_keys,
+                     g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
+    """Pre-tokenize a batch with a named pattern and add its pieces to the global word
+    table, in one pass: blocks of the batch are scanned and counted in parallel.
+
+    Parameters
+    ----------
+    data : uint8[n_bytes]
+        The batch's UTF-8 bytes.
+    doc_offsets : int64[n_docs + 1]
+        Document boundaries in ``data`` (validated, non-decreasing).
+    pattern_id, stage1, stage2, window_bytes, stream_bytes
+        As ``kernels.scan.scan_batch``.
+    chunk_bytes : int
+        Bytes of text scanned between counting passes (``>= 1``).
+    n_blocks : int
+        Byte ranges counted in parallel (``>= 1``; cut by ``_plan_blocks``).
+    block_words : int
+        Capacity of a block's private table (``>= 1``). A block with more unique words
+        counts the rest in further serial rounds, after the parallel pass.
+    first_index, g_keys ... g_n
+        As ``count_batch``.
+
+    Returns
+    -------
+    tuple
+        ``count_batch``'s results, then the number of pieces counted.
+    """
+    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
+    ascii_words = ascii_class_words(stage1, stage2)
+    size = n_blocks * block_words
+    u_start = np.empty(size, dtype=np.int64)
+    u_end = np.empty(size, dtype=np.int64)
+    u_count = np.empty(size, dtype=np.int64)
+    u_first = np.empty(size, dtype=np.int64)
+    u_hash = np.empty(size, dtype=np.int64)
+    done = np.empty((n_blocks, 4), dtype=np.int64)
+    for b in prange(n_blocks):
+        lo = b * block_words
+        hi = lo + block_words
+        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
+            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
+            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi])
+    return _merge_blocks_in_order(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
+                                  ascii_words, window_bytes, stream_bytes, chunk_bytes,
+                                  block_words, u_start, u_end, u_count, u_first, u_hash,
+                                  first_index, g_keys, g_store, g_store_len, g_off, g_count,
+                                  g_first, g_hash, g_n)
+
+
+@njit(cache=True, nogil=True)
+def count_text_batch_serial(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
+                            stream_bytes, chunk_bytes, n_blocks, block_words, first_index,
+                            g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
+    """``count_text_batch`` on the calling thread only (a forked child, see
+    ``parallel.py``). Same parameters and results."""
+    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
+    ascii_words = ascii_class_words(stage1, stage2)
+    size = n_blocks * block_words
+    u_start = np.empty(size, dtype=np.int64)
+    u_end = np.empty(size, dtype=np.int64)
+    u_count = np.empty(size, dtype=np.int64)
+    u_first = np.empty(size, dtype=np.int64)
+    u_hash = np.empty(size, dtype=np.int64)
+    done = np.empty((n_blocks, 4), dtype=np.int64)
+    for b in range(n_blocks):
+        lo = b * block_words
+        hi = lo + block_words
+        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
+            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
+            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi])
+    return _merge_blocks_in_order(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
+                                  ascii_words, window_bytes, stream_bytes, chunk_bytes,
+                                  block_words, u_start, u_end, u_count, u_first, u_hash,
+                                  first_index, g_keys, g_store, g_store_len, g_off, g_count,
+                                  g_first, g_hash, g_n)
+
+
+@njit(cache=True, nogil=True)
+def _merge_blocks_in_order(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
+                           ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words,
+                           u_start, u_end, u_count, u_first, u_hash, first_index, g_keys,
+                           g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
+    """Merge the blocks' private tables in block order (a word's first occurrence is in the
+    earliest block that has it); a block whose table filled up counts the rest of its
+    range here, a table at a time, before the next block is merged."""
+    n_pieces = 0
+    for b in range(done.shape[0]):
+        lo = b * block_words
+        hi = lo + block_words
+        n_unique, n, d, pos = done[b, 0], done[b, 1], done[b, 2], done[b, 3]
+        while True:
+            (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash,
+             g_n) = _merge_range(data, n_unique, u_start[lo:hi], u_end[lo:hi],
+                                 u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi],
+                                 first_index + n_pieces, g_keys, g_store, g_store_len, g_off,
+                                 g_count, g_first, g_hash, g_n)
+            n_pieces += n
+            if pos >= bounds[b + 1]:
+                break
+            n_unique, n, d, pos = _count_range(
+                data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
+                ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+                u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi])
+    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n, n_pieces

@@ -351,12 +351,13 @@ def test_huge_row_out_of_memory_is_a_clear_error(tmp_path, fmt):
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
-def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
-    """Counting a document over HUGE_DOC_BYTES a segment at a time gives the same table
-    (words, counts, first-occurrence order, pieces) as counting it whole."""
+def test_huge_documents_are_counted_by_segments(pattern):
+    """Counting scans a document a small chunk at a time into private tables of bounded
+    size (a full table resumes at the next piece in a serial round): tiny chunks and
+    tables give the same table (words, counts, first-occurrence order, pieces) as large
+    ones, with one block or many, on one thread or two."""
     import pyarrow as pa
 
-    import fastbpe_nb._scanner as scanner
     import fastbpe_nb.counting as counting
     from rel_harness import adversarial_cases, code_like, prose
 
@@ -364,10 +365,9 @@ def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
             *adversarial_cases(5_000, " the").values(), prose(9_000, seed=2)]
     arr = pa.array(docs, pa.large_string())
 
-    def table(huge, segment):
-        monkeypatch.setattr(counting, "HUGE_DOC_BYTES", huge)
-        monkeypatch.setattr(scanner, "SEGMENT_BYTES", segment)
-        counter = counting.WordCounter(pattern)
+    def table(chunk_bytes, block_words, n_threads):
+        counter = counting.WordCounter(pattern, num_threads=n_threads)
+        counter.chunk_bytes, counter.block_words = chunk_bytes, block_words
         from fastbpe_nb.io.arrow_text import text_buffers
 
         data, offsets, _ = text_buffers(arr)
@@ -375,9 +375,11 @@ def test_huge_documents_are_counted_by_segments(monkeypatch, pattern):
         word_bytes, word_offsets, counts = counter.table()
         return (word_bytes.tobytes(), word_offsets.tolist(), counts.tolist(), counter.n_pieces)
 
-    whole = table(1 << 40, 2 << 20)
-    assert table(4000, 1024) == whole
-    assert table(4000, 97) == whole
+    whole = table(1 << 24, 1 << 24, 1)
+    assert whole[3] > 20_000
+    assert table(1024, 50, 2) == whole
+    assert table(97, 7, 1) == whole
+    assert table(1, 1, 2) == whole
 
 
 def test_write_bin_pieces_equal_one_insert(monkeypatch):

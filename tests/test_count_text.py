@@ -1,0 +1,177 @@
+"""Scanning and counting in one pass (``kernels.count.count_text_batch``) against the
+specification and against the two-step path (scan the whole batch, then count).
+
+The one-pass kernel cuts a batch into blocks at document boundaries and at safe points
+inside documents, scans each block a chunk at a time, counts into private tables of bounded
+size (a full table resumes at the next piece in a serial round) and merges the tables in
+block order. None of that may change a count, a first occurrence or the number of pieces:
+hypothesis draws texts dense in what the cuts look at (newlines, ``/``, spaces, punctuation,
+multi-byte characters) and the tunables down to one byte and one word.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastbpe_nb import pretokenize
+from fastbpe_nb import reference as ref
+from fastbpe_nb._scanner import PATTERN_IDS, class_table
+from fastbpe_nb.counting import WordCounter
+from fastbpe_nb.kernels.count import (_plan_blocks, count_text_batch,
+                                      count_text_batch_serial)
+from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
+
+from fbtest import NOJIT
+
+PATTERNS = ["gpt2", "cl100k", "o200k"]
+EXAMPLES = 40 if NOJIT else 200
+CORPORA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "corpora")
+
+cut_heavy = st.text(alphabet=st.sampled_from(list("ab/.;X1 \n\n\n\r\t'é中😀") + ["\u00a0", "\u3000"]),
+                    max_size=200)
+
+
+def _batch(docs):
+    raw = [d.encode("utf-8", "surrogatepass") for d in docs]
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    return np.frombuffer(b"".join(raw), np.uint8).copy(), offsets
+
+
+def _state(counter):
+    words, offsets, counts = counter.table()
+    raw = words.tobytes()
+    return ([raw[offsets[i]:offsets[i + 1]] for i in range(len(counts))], counts.tolist(),
+            counter.n_pieces)
+
+
+def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial=False,
+              counter=None):
+    """Call the kernel directly (any n_blocks), into ``counter`` (a fresh one by default)."""
+    counter = counter or WordCounter(pattern)
+    stage1, stage2 = class_table()
+    kernel = count_text_batch_serial if serial else count_text_batch
+    (counter._keys, counter._store, counter._store_len, counter._off, counter._count,
+     counter._first, counter._hash, counter._n, n_pieces) = kernel(
+        data, offsets, PATTERN_IDS[pattern], stage1, stage2, WINDOW_BYTES, STREAM_BYTES,
+        chunk_bytes, n_blocks, block_words, counter.n_pieces, counter._keys, counter._store,
+        counter._store_len, counter._off, counter._count, counter._first, counter._hash,
+        counter._n)
+    counter.n_pieces += n_pieces
+    return counter
+
+
+def _two_step(data, offsets, pattern, counter=None):
+    counter = counter or WordCounter(pattern)
+    counter._add_pieces(data, pretokenize.piece_offsets(data, offsets, pattern)[0])
+    return counter
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
+       n_blocks=st.integers(1, 9), block_words=st.integers(1, 40),
+       chunk_bytes=st.integers(1, 80), serial=st.booleans())
+def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, chunk_bytes,
+                                        serial):
+    data, offsets = _batch(docs)
+    counter = _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial)
+    want = ref.count_words(docs, pattern)
+    words, counts, n_pieces = _state(counter)
+    assert [w.decode() for w in words] == list(want)  # first-occurrence order
+    assert counts == list(want.values())
+    assert n_pieces == sum(want.values())
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_one_pass_matches_two_steps_on_real_text(pattern):
+    """The shared corpora (English, German, Russian, Chinese, KJV) as one batch of one huge
+    document and as many documents, with small and production tunables, in two batches
+    (first occurrences continue across batches)."""
+    texts = []
+    for name in sorted(os.listdir(CORPORA)) if os.path.isdir(CORPORA) else []:
+        if name.endswith(".txt"):
+            with open(os.path.join(CORPORA, name), "rb") as f:
+                texts.append(f.read()[:150_000])
+    if not texts:
+        pytest.skip("../shared/corpora is not here")
+    raw = b"".join(texts)
+    data = np.frombuffer(raw, np.uint8)
+    rng = np.random.default_rng(1)
+    many = np.unique(np.concatenate([[0, len(raw)], rng.integers(0, len(raw), 300)]))
+    for offsets in (np.array([0, len(raw)], np.int64), many.astype(np.int64)):
+        half = len(offsets) // 2
+        first = (data, offsets[: half + 1]) if half else (data[:0], np.zeros(1, np.int64))
+        rest = (data, offsets[half:])
+        want = _two_step(*rest, pattern, _two_step(*first, pattern))
+        for n_blocks, block_words, chunk in ((8, 1 << 18, 1 << 16), (5, 300, 1000), (64, 1, 7)):
+            got = _one_pass(*first, pattern, n_blocks, block_words, chunk)
+            got = _one_pass(*rest, pattern, n_blocks, block_words, chunk, counter=got)
+            assert _state(got) == _state(want), (n_blocks, block_words, chunk)
+            assert got.words() == want.words()
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(docs=st.lists(cut_heavy, min_size=1, max_size=5), n_blocks=st.integers(1, 12),
+       pattern=st.sampled_from(PATTERNS))
+def test_block_cuts_are_safe(docs, n_blocks, pattern):
+    """Every block bound is a document boundary or a point inside a document where the
+    pieces of the two halves are the pieces of the whole; bounds never go backwards and
+    ``first_doc`` is the document holding each block's start."""
+    data, offsets = _batch(docs)
+    bounds, first_doc = _plan_blocks(data, offsets, n_blocks)
+    assert bounds[0] == offsets[0] and bounds[-1] == offsets[-1]
+    assert (np.diff(bounds) >= 0).all()
+    for b, cut in enumerate(bounds[:-1]):
+        d = int(first_doc[b])  # == n_docs: nothing left to scan
+        assert d == len(offsets) - 1 and cut == offsets[-1] or offsets[d] <= cut < offsets[d + 1]
+        assert all(offsets[k + 1] <= cut for k in range(d))
+    for cut in bounds[1:-1]:
+        d = int(np.searchsorted(offsets, cut, side="right")) - 1
+        if cut == offsets[d]:
+            continue
+        doc = data[offsets[d]:offsets[d + 1]].tobytes()
+        at = int(cut - offsets[d])
+        whole = pretokenize.split(doc.decode("utf-8", "surrogateescape"), pattern)
+        halves = [pretokenize.split(part.decode("utf-8", "surrogateescape"), pattern)
+                  for part in (doc[:at], doc[at:])]
+        assert halves[0] + halves[1] == whole, (doc, at)
+
+
+def test_a_text_without_safe_cuts_is_one_block():
+    """No newline: the batch stays one block (no cut inside a piece), the counts exact."""
+    data, offsets = _batch(["word " * 5000])
+    bounds, _ = _plan_blocks(data, offsets, 8)
+    assert set(bounds.tolist()) == {0, len(data)}
+    counter = _one_pass(data, offsets, "gpt2", 8, 2, 16)
+    assert counter.words() == {"word": 1, " word": 4999, " ": 1}
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_word_counter_takes_the_one_pass_path(n_threads):
+    """``add_batch`` with a named pattern counts through the one-pass kernel (the same
+    table as two steps; ``text_growth_bytes`` bounds what it may allocate)."""
+    docs = ["fn main() {\n    let x = 42;\n}\n" * 200, "naïve café\n" * 50, "", "東京\n" * 30]
+    data, offsets = _batch(docs)
+    counter = WordCounter("cl100k", num_threads=n_threads)
+    seen = []
+    counter.memory_check = seen.append
+    counter.add_batch(data, offsets)
+    assert _state(counter) == _state(_two_step(data, offsets, "cl100k"))
+    assert len(seen) == 1 and seen[0] >= counter.n_unique * 8
+
+
+def test_long_pieces_that_share_their_ends_stay_apart():
+    """Pieces of 8+ bytes are keyed by length and first and last 8 bytes: ones that share
+    all three must still be told apart by their bytes (and 255+ byte ones by more)."""
+    words = ["abcdefghXijklmnop", "abcdefghYijklmnop", "abcdefghXijklmnop",
+             "q" * 300, "q" * 150 + "r" + "q" * 149, "q" * 300, "abcdefgh", "abcdefgi"]
+    docs = [" ".join(words)] * 3
+    data, offsets = _batch(docs)
+    want = ref.count_words(docs, "gpt2")
+    for serial in (False, True):
+        counter = _one_pass(data, offsets, "gpt2", 3, 4, 32, serial)
+        assert counter.words() == want
+        assert counter.words()[" abcdefghXijklmnop"] == 3
