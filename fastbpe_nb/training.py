@@ -305,6 +305,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     from .counting import WordCounter, coalesce_batches
     from .io.corpus import iter_batches
     from .io.input_files import check_on_bad_input, expand_paths
+    from .io.pipeline import prefetch
     from .io.read_stats import ReadStats
     from .io.utf8_policy import DEFAULT_MAX_INVALID_UTF8, check_max_invalid_utf8
 
@@ -333,7 +334,9 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
                                max_invalid_utf8=max_invalid_utf8, max_chunk_bytes=max_chunk_bytes)
         # Under a budget, joined batches stay within the chunk limit too.
         joined = coalesce_batches(batches, max_chunk_bytes if max_memory is not None else None)
-        for data, doc_offsets in joined:
+        # The next batch is read (and decompressed, decoded) in a reader thread while this
+        # one is counted: the kernels release the GIL. One batch ahead at most.
+        for data, doc_offsets in prefetch(joined, depth=1):
             counter.add_batch(data, doc_offsets)
             if bar is not None:
                 bar.update(min(stats.bytes_read, bar.total) - bar.n)

@@ -10,6 +10,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
@@ -607,3 +609,26 @@ def test_space_cuts_are_exact_on_hostile_text(tmp_path, pattern, seed):
     assert stats.cuts_at_spaces > 100 and stats.forced_cuts == 0
     for a, b in zip(counter.table(), ref.table()):
         assert np.array_equal(a, b)
+
+
+_UTF8_EDGES = [b"a", b"\x80", b"\xbf", b"\xc0", b"\xc2", b"\xdf", b"\xe0", b"\xed", b"\xef",
+               b"\xf0", b"\xf4", b"\xf5", b"\xff", b"\xa0", b"\x9f", b"\x90", b"\x8f", b"\x00"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_UTF8_EDGES), max_size=10), st.binary(max_size=6))
+def test_is_utf8_judges_as_pythons_strict_decoder(parts, tail):
+    """The fast validity check of the read path (Arrow's validator) agrees with
+    ``bytes.decode`` on the bytes that make UTF-8 tricky: lead bytes, continuation
+    bytes, surrogates (ED A0..BF), overlong forms (C0, E0 80), beyond U+10FFFF (F4 90,
+    F5), truncated sequences."""
+    from fastbpe_nb.io.utf8_policy import is_utf8
+
+    raw = b"".join(parts) + tail
+    try:
+        raw.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert is_utf8(raw) == valid
+    assert is_utf8(memoryview(raw)) == valid

@@ -74,6 +74,13 @@ def test_check_offsets_is_vectorised_and_cheap():
 
 
 # ------------------------------------------------------------- 2. truncated while read
+#: Record batches of ~1.6 MB in the file. Training joins them into 8 MiB batches and reads
+#: one batch ahead of the counting (a reader thread), so by its second batch it may have
+#: read 32 MB: its file must be large enough that the cut to half its size still lands in
+#: what is left to read.
+BATCHES = {"encode": 12, "train": 60}
+
+
 @pytest.mark.parametrize("entry", ["encode", "train"])
 @pytest.mark.parametrize("fmt", ["file", "stream"])
 def test_arrow_truncated_while_read(tmp_path, entry, fmt):
@@ -82,7 +89,7 @@ def test_arrow_truncated_while_read(tmp_path, entry, fmt):
     res = run_case(f"""
         from memory_children import big_ipc, truncate_while_reading
         path = {str(tmp_path / "big.arrow")!r}
-        big_ipc(path, stream={fmt == "stream"})
+        big_ipc(path, stream={fmt == "stream"}, batches={BATCHES[entry]})
         emit(truncate_while_reading(path, {entry!r}, {str(tmp_path)!r}))
     """, timeout=300)
     check_truncated(res, str(tmp_path / "big.arrow"))
@@ -109,7 +116,7 @@ def test_arrow_truncated_by_another_process(tmp_path, entry):
 
     res = run_case(f"""
         from memory_children import big_ipc
-        big_ipc({path!r})
+        big_ipc({path!r}, batches={BATCHES[entry]})
     """, timeout=120).check()
     cutter = threading.Thread(target=cut, daemon=True)
     cutter.start()
