@@ -51,13 +51,13 @@ class WordCounter:
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
         self.n_documents = 0
         self.n_bytes = 0
-        self._keys = np.full(1 << 16, -1, dtype=np.int64)
+        self._keys = np.full(2 << 16, -1, dtype=np.int64)  # (key, word) slot pairs
         self._store = np.empty(1 << 20, dtype=np.uint8)
         self._store_len = 0
         self._off = np.zeros(1 << 15, dtype=np.int64)
         self._count = np.zeros(1 << 15, dtype=np.int64)
         self._first = np.zeros(1 << 15, dtype=np.int64)
-        self._hash = np.zeros(1 << 15, dtype=np.int64)
+        self._wkey = np.zeros(1 << 15, dtype=np.int64)
         self._n = 0
         #: Called as ``memory_check(bytes)`` before each counting kernel call with the most
         #: it may allocate (``growth_bytes``): a budget raises there, before allocating.
@@ -113,7 +113,7 @@ class WordCounter:
     def nbytes(self) -> int:
         """Bytes the table's arrays hold (capacity, not just the part in use)."""
         return sum(a.nbytes for a in (self._keys, self._store, self._off, self._count,
-                                       self._first, self._hash))
+                                       self._first, self._wkey))
 
     def growth_bytes(self, n_pieces: int, n_bytes: int) -> int:
         """The most the counting kernel allocates for a batch of ``n_pieces`` pieces of
@@ -126,31 +126,27 @@ class WordCounter:
         """What the global table grows by if ``n_words`` new words of ``n_bytes`` bytes
         in all were added: hash slots doubling, store and per-word arrays growing."""
         n_new = self._n + min(n_words, n_bytes)
-        cap = self._keys.shape[0]
+        cap = self._keys.shape[0] // 2
         while 2 * (n_new + 1) > cap:
             cap *= 2
-        grow = 8 * cap if cap != self._keys.shape[0] else 0
+        grow = 16 * cap if 2 * cap != self._keys.shape[0] else 0
         if self._store_len + n_bytes > self._store.shape[0]:
             grow += max(self._store_len + n_bytes, 2 * self._store.shape[0])
         if n_new + 2 > self._off.shape[0]:
             grow += 4 * 8 * max(n_new + 2, 2 * self._off.shape[0])
         return grow
 
-    def text_growth_bytes(self, n_bytes: int, n_blocks: int) -> int:
-        """The most ``count_text_batch`` allocates for a batch of ``n_bytes`` bytes cut into
-        ``n_blocks`` blocks: the private tables (``PRIVATE_BYTES_PER_WORD`` per word they
-        can hold), each block's piece and window buffers, and the global table's growth
-        as if every distinct piece were new. Pieces are never empty, so ``b`` bytes hold at
-        most ``256 + b // 2`` distinct pieces (at most 256 one-byte ones, the others take
-        two bytes or more), and at most ``256 + 65,536 + b // 3`` (two-byte ones likewise).
-        """
+    def private_bytes(self, n_bytes: int, n_blocks: int, block_words: int) -> int:
+        """The most ``count_text_blocks`` allocates for a batch of ``n_bytes`` bytes cut into
+        ``n_blocks`` blocks with tables of ``block_words`` words: the private tables
+        (``PRIVATE_BYTES_PER_WORD`` per word they can hold) and each block's piece and
+        window buffers. Pieces are never empty, so ``b`` bytes hold at most ``256 + b // 2``
+        distinct pieces (at most 256 one-byte ones; the others take two bytes or more)."""
         from .kernels.scan import WINDOW_BYTES
 
-        distinct = min(256 + n_bytes // 2, 256 + 65536 + n_bytes // 3)
-        private_words = min(n_blocks * self.block_words, n_blocks * 256 + n_bytes // 2)
+        words = min(n_blocks * block_words, n_blocks * 256 + n_bytes // 2)
         buffers = n_blocks * (8 * (self.chunk_bytes + 2 * WINDOW_BYTES) + 12 * WINDOW_BYTES)
-        return (private_words * PRIVATE_BYTES_PER_WORD + buffers
-                + self._global_growth(distinct, n_bytes))
+        return words * PRIVATE_BYTES_PER_WORD + buffers
 
     def table_bytes(self) -> int:
         """Bytes ``table()`` allocates: the words' bytes, offsets and counts (copies), and a
@@ -176,32 +172,50 @@ class WordCounter:
         return np.frombuffer(b"".join(out), dtype=np.uint8), offsets
 
     def _count_text(self, data, doc_offsets):
-        """Scan and count a batch in one kernel call (named patterns)."""
+        """Scan and count a batch in one pass (named patterns): ``count_text_blocks`` fills
+        the blocks' private tables in parallel, ``merge_text_blocks`` adds them to the
+        global table. Under a memory budget each step is checked before it allocates: the
+        first with a bound from the batch's size, the second with the words the private
+        tables really hold."""
         from ._scanner import PATTERN_IDS, class_table
-        from .kernels.count import count_text_batch, count_text_batch_serial
+        from .kernels.count import count_text_blocks, count_text_blocks_serial, merge_text_blocks
         from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
-        from .parallel import default_threads, run_parallel
+        from .parallel import call_kernel, default_threads, run_parallel
 
         n_bytes = int(doc_offsets[-1] - doc_offsets[0])
         if n_bytes == 0:
             return
         n_threads = self.num_threads or default_threads()
+        block_words = self.block_words
         # Several blocks per thread balance the load; each block costs a merge of its
-        # private table, so small batches get fewer, and under a memory budget (whose
-        # check bounds every block's table) one block per thread.
-        per_thread = 1 if self.memory_check is not None else 4
+        # private table, so small batches get fewer. Under a budget: one block per thread,
+        # and tables of at most a word per 8 bytes (a fuller table resumes in serial
+        # rounds: slower on text of all-new words, never more memory).
+        per_thread = 4
+        if self.memory_check is not None:
+            per_thread = 1
         n_blocks = max(1, min(per_thread * n_threads, n_bytes // (256 << 10)),
                        -(-n_bytes // MAX_BLOCK_BYTES))
         if self.memory_check is not None:
-            self.memory_check(self.text_growth_bytes(n_bytes, n_blocks))
+            block_words = min(block_words, max(4096, n_bytes // (8 * n_blocks)))
+            self.memory_check(self.private_bytes(n_bytes, n_blocks, block_words))
         stage1, stage2 = class_table()
-        args = (data, doc_offsets, PATTERN_IDS[self.pattern], stage1, stage2, WINDOW_BYTES,
-                STREAM_BYTES, self.chunk_bytes, n_blocks, self.block_words, self.n_pieces,
-                self._keys, self._store, self._store_len, self._off, self._count, self._first,
-                self._hash, self._n)
+        scan = (data, doc_offsets, PATTERN_IDS[self.pattern], stage1, stage2, WINDOW_BYTES,
+                STREAM_BYTES, self.chunk_bytes)
+        args = scan + (n_blocks, block_words)
+        bounds, done, *tables = run_parallel(count_text_blocks, n_threads, *args,
+                                             serial=(count_text_blocks_serial, args))
+        if self.memory_check is not None:
+            # New words: at most those of the private tables, plus, for a block that
+            # filled its table, the distinct pieces of what it has left to count.
+            left = int((bounds[1:] - done[:, 3]).sum())
+            n_words = int(done[:, 0].sum()) + (256 + left // 2 if left else 0)
+            self.memory_check(self._global_growth(n_words, n_bytes))
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
-         self._hash, self._n, n_pieces) = run_parallel(
-            count_text_batch, n_threads, *args, serial=(count_text_batch_serial, args))
+         self._wkey, self._n, n_pieces) = call_kernel(
+            merge_text_blocks, data, doc_offsets, bounds, done, *scan[2:], block_words,
+            *tables, self.n_pieces, self._keys, self._store, self._store_len, self._off,
+            self._count, self._first, self._wkey, self._n)
         self.n_pieces += n_pieces
 
     def _count_pieces(self, data, pieces):
@@ -215,9 +229,9 @@ class WordCounter:
         n_threads = self.num_threads or default_threads()
         n_blocks = max(1, min(4 * n_threads, n_pieces // 4096 or 1))
         args = (data, pieces, n_blocks, self.n_pieces, self._keys, self._store,
-                self._store_len, self._off, self._count, self._first, self._hash, self._n)
+                self._store_len, self._off, self._count, self._first, self._wkey, self._n)
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
-         self._hash, self._n) = run_parallel(count_batch, n_threads, *args,
+         self._wkey, self._n) = run_parallel(count_batch, n_threads, *args,
                                              serial=(count_batch_serial, args))
         self.n_pieces += n_pieces
 

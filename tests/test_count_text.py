@@ -1,4 +1,5 @@
-"""Scanning and counting in one pass (``kernels.count.count_text_batch``) against the
+"""Scanning and counting in one pass (``kernels.count.count_text_blocks`` and
+``merge_text_blocks``) against the
 specification and against the two-step path (scan the whole batch, then count).
 
 The one-pass kernel cuts a batch into blocks at document boundaries and at safe points
@@ -20,8 +21,8 @@ from fastbpe_nb import pretokenize
 from fastbpe_nb import reference as ref
 from fastbpe_nb._scanner import PATTERN_IDS, class_table
 from fastbpe_nb.counting import WordCounter
-from fastbpe_nb.kernels.count import (_plan_blocks, count_text_batch,
-                                      count_text_batch_serial)
+from fastbpe_nb.kernels.count import (_plan_blocks, count_text_blocks,
+                                      count_text_blocks_serial, merge_text_blocks)
 from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
 
 from fbtest import NOJIT
@@ -53,13 +54,15 @@ def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial
     """Call the kernel directly (any n_blocks), into ``counter`` (a fresh one by default)."""
     counter = counter or WordCounter(pattern)
     stage1, stage2 = class_table()
-    kernel = count_text_batch_serial if serial else count_text_batch
+    kernel = count_text_blocks_serial if serial else count_text_blocks
+    scan = (data, offsets, PATTERN_IDS[pattern], stage1, stage2, WINDOW_BYTES, STREAM_BYTES,
+            chunk_bytes)
+    bounds, done, *tables = kernel(*scan, n_blocks, block_words)
     (counter._keys, counter._store, counter._store_len, counter._off, counter._count,
-     counter._first, counter._hash, counter._n, n_pieces) = kernel(
-        data, offsets, PATTERN_IDS[pattern], stage1, stage2, WINDOW_BYTES, STREAM_BYTES,
-        chunk_bytes, n_blocks, block_words, counter.n_pieces, counter._keys, counter._store,
-        counter._store_len, counter._off, counter._count, counter._first, counter._hash,
-        counter._n)
+     counter._first, counter._wkey, counter._n, n_pieces) = merge_text_blocks(
+        data, offsets, bounds, done, *scan[2:], block_words, *tables, counter.n_pieces,
+        counter._keys, counter._store, counter._store_len, counter._off, counter._count,
+        counter._first, counter._wkey, counter._n)
     counter.n_pieces += n_pieces
     return counter
 
@@ -151,21 +154,34 @@ def test_a_text_without_safe_cuts_is_one_block():
 
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_word_counter_takes_the_one_pass_path(n_threads):
-    """``add_batch`` with a named pattern counts through the one-pass kernel (the same
-    table as two steps; ``text_growth_bytes`` bounds what it may allocate)."""
-    docs = ["fn main() {\n    let x = 42;\n}\n" * 200, "naïve café\n" * 50, "", "東京\n" * 30]
+    """``add_batch`` with a named pattern counts through the one-pass kernels (the same
+    table as two steps). Under a memory check, each step is checked before it allocates:
+    the private tables with a bound from the batch's size, the global table's growth with
+    the words the private tables really hold (at least what the table then grew by)."""
+    rng = np.random.default_rng(5)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    unique = [" ".join("".join(rng.choice(letters, 9)) for _ in range(12)) for _ in range(6000)]
+    docs = ["fn main() {\n    let x = 42;\n}\n" * 200, "naïve café\n" * 50, "", "東京\n" * 30,
+            "\n".join(unique)]
     data, offsets = _batch(docs)
-    counter = WordCounter("cl100k", num_threads=n_threads)
-    seen = []
-    counter.memory_check = seen.append
-    counter.add_batch(data, offsets)
-    assert _state(counter) == _state(_two_step(data, offsets, "cl100k"))
-    assert len(seen) == 1 and seen[0] >= counter.n_unique * 8
+    for checked in (False, True):
+        counter = WordCounter("cl100k", num_threads=n_threads)
+        seen = []
+        if checked:
+            counter.memory_check = seen.append
+        before = counter.nbytes
+        counter.add_batch(data, offsets)
+        assert _state(counter) == _state(_two_step(data, offsets, "cl100k"))
+        assert len(seen) == (2 if checked else 0)
+    assert counter.n_unique > 70_000 and counter.nbytes > before
+    assert seen[0] >= counter.n_unique * 8
+    assert seen[1] >= counter.nbytes - before
 
 
 def test_long_pieces_that_share_their_ends_stay_apart():
     """Pieces of 8+ bytes are keyed by length and first and last 8 bytes: ones that share
-    all three must still be told apart by their bytes (and 255+ byte ones by more)."""
+    all three must still be told apart by their bytes (and 255+ byte ones by more), in the
+    private tables and in the global one."""
     words = ["abcdefghXijklmnop", "abcdefghYijklmnop", "abcdefghXijklmnop",
              "q" * 300, "q" * 150 + "r" + "q" * 149, "q" * 300, "abcdefgh", "abcdefgi"]
     docs = [" ".join(words)] * 3
@@ -175,3 +191,5 @@ def test_long_pieces_that_share_their_ends_stay_apart():
         counter = _one_pass(data, offsets, "gpt2", 3, 4, 32, serial)
         assert counter.words() == want
         assert counter.words()[" abcdefghXijklmnop"] == 3
+    two_steps = _two_step(data, offsets, "gpt2")
+    assert two_steps.words() == want

@@ -1,10 +1,12 @@
 """Word counting kernels: pre-token byte ranges -> a growing table of unique words.
 
-The corpus arrives in batches (a chunk of a text file, a Parquet row group, ...) already
-cut into pieces (``piece_offsets`` over the batch's UTF-8 bytes). Each batch is counted
-in parallel: ``n_blocks`` contiguous ranges of pieces are counted into private hash
-tables (one per block, no sharing), then merged serially, in block order, into the
-global table. Counts are sums and first occurrences are minima, so the result does not
+The corpus arrives in batches (a chunk of a text file, a Parquet row group, ...). With a
+named pattern, ``count_text_batch`` scans and counts in one pass: the batch is cut into
+``n_blocks`` byte ranges (at documents or safe points inside them), each scanned a chunk at
+a time and counted into a private table. With any other pattern the batch arrives already
+cut into pieces (``piece_offsets``) and ``count_batch`` counts ``n_blocks`` contiguous
+ranges of pieces into private tables. Either way the private tables (one per block, no
+sharing) are then merged serially, in block order, into the global table. Counts are sums and first occurrences are minima, so the result does not
 depend on the number of blocks or threads.
 
 The global table keeps each unique word's bytes in a growable byte store (the batch
@@ -15,7 +17,7 @@ buffer is transient), its count, and the global index of its first occurrence (f
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, HASH_SEED, grow, hash_slot, hash_units
+from .hashing import EMPTY, grow, hash_slot
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
 #: kernel cache stamp: 1fda65ffb2fd94193d02ad30bfff1df87509abc7e150168f94284f660fc24920
 
@@ -29,12 +31,12 @@ def _same(a, a0, b, b0, n):
 
 
 @njit(cache=True, nogil=True)
-def _count_block(data, piece_offsets, p0, p1, keys, u_piece, u_count, u_hash):
+def _count_block(data, piece_offsets, p0, p1, keys, u_piece, u_count, u_key):
     """Count pieces ``p0 .. p1-1`` into a private table; returns the number of unique pieces.
 
     ``keys`` (int64[cap], EMPTY-filled) maps hash slots to local unique indices; for each
     unique piece ``u_piece`` holds the index of its first occurrence, ``u_count`` its count
-    and ``u_hash`` its hash.
+    and ``u_key`` its ``_piece_key``.
     """
     mask = keys.shape[0] - 1
     n_unique = 0
@@ -43,20 +45,21 @@ def _count_block(data, piece_offsets, p0, p1, keys, u_piece, u_count, u_hash):
         e = piece_offsets[p + 1]
         if e <= s:
             continue
-        h = hash_units(data, s, e, HASH_SEED)
-        i = hash_slot(h) & mask
+        key = _piece_key(data, s, e)
+        i = _key_slot(key) & mask
         while True:
             u = keys[i]
             if u == EMPTY:
                 keys[i] = n_unique
                 u_piece[n_unique] = p
                 u_count[n_unique] = 1
-                u_hash[n_unique] = h
+                u_key[n_unique] = key
                 n_unique += 1
                 break
             q = u_piece[u]
-            if u_hash[u] == h and piece_offsets[q + 1] - piece_offsets[q] == e - s and _same(
-                    data, piece_offsets[q], data, s, e - s):
+            if u_key[u] == key and (key < LONG_KEY or (
+                    piece_offsets[q + 1] - piece_offsets[q] == e - s
+                    and _same(data, piece_offsets[q], data, s, e - s))):
                 u_count[u] += 1
                 break
             i = (i + 1) & mask
@@ -65,7 +68,7 @@ def _count_block(data, piece_offsets, p0, p1, keys, u_piece, u_count, u_hash):
 
 @njit(cache=True, nogil=True, parallel=True)
 def count_batch(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_store_len,
-                g_off, g_count, g_first, g_hash, g_n):
+                g_off, g_count, g_first, g_wkey, g_n):
     """Add one batch of pieces to the global word table.
 
     Parameters
@@ -78,8 +81,9 @@ def count_batch(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_s
         Number of contiguous piece ranges counted in parallel.
     first_index : int
         Global index of this batch's first piece (pieces of earlier batches come first).
-    g_keys : int64[cap]
-        Global hash slots -> word index (EMPTY when free); capacity a power of two.
+    g_keys : int64[2 * cap]
+        Global hash slots, a word's piece key (EMPTY when free) beside its index; ``cap``
+        a power of two.
     g_store : uint8[m]
         Bytes of the unique words, concatenated (``g_store_len`` bytes used).
     g_store_len : int
@@ -90,8 +94,8 @@ def count_batch(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_s
         Occurrences of each word.
     g_first : int64[k]
         Global piece index of each word's first occurrence.
-    g_hash : int64[k]
-        Hash of each word's bytes.
+    g_wkey : int64[k]
+        The piece key (``_piece_key``) of each word (the slots are rebuilt from it).
     g_n : int
         Number of words in the table.
 
@@ -99,32 +103,32 @@ def count_batch(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_s
     -------
     tuple
         The (possibly reallocated) ``g_keys, g_store, g_store_len, g_off, g_count, g_first,
-        g_hash, g_n``.
+        g_wkey, g_n``.
     """
-    n_blocks, block_start, u_base, u_piece, u_count, u_hash, n_unique = _blocks(piece_offsets,
+    n_blocks, block_start, u_base, u_piece, u_count, u_key, n_unique = _blocks(piece_offsets,
                                                                               n_blocks)
     for b in prange(n_blocks):
-        _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_hash, n_unique)
-    return _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_hash,
+        _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_key, n_unique)
+    return _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_key,
                          n_unique, first_index, g_keys, g_store, g_store_len, g_off, g_count,
-                         g_first, g_hash, g_n)
+                         g_first, g_wkey, g_n)
 
 
 @njit(cache=True, nogil=True)
 def count_batch_serial(data, piece_offsets, n_blocks, first_index, g_keys, g_store, g_store_len,
-                       g_off, g_count, g_first, g_hash, g_n):
+                       g_off, g_count, g_first, g_wkey, g_n):
     """``count_batch`` on the calling thread only (no thread pool is touched).
 
     Same parameters and results. Used where Numba's thread pool cannot be trusted: in a
     process forked from one whose pool had started (see ``parallel.py``).
     """
-    n_blocks, block_start, u_base, u_piece, u_count, u_hash, n_unique = _blocks(piece_offsets,
+    n_blocks, block_start, u_base, u_piece, u_count, u_key, n_unique = _blocks(piece_offsets,
                                                                               n_blocks)
     for b in range(n_blocks):
-        _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_hash, n_unique)
-    return _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_hash,
+        _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_key, n_unique)
+    return _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_key,
                          n_unique, first_index, g_keys, g_store, g_store_len, g_off, g_count,
-                         g_first, g_hash, g_n)
+                         g_first, g_wkey, g_n)
 
 
 @njit(cache=True, nogil=True)
@@ -141,13 +145,13 @@ def _blocks(piece_offsets, n_blocks):
         u_base[b + 1] = u_base[b] + (block_start[b + 1] - block_start[b])
     u_piece = np.empty(max(1, n_pieces), dtype=np.int64)
     u_count = np.empty(max(1, n_pieces), dtype=np.int64)
-    u_hash = np.empty(max(1, n_pieces), dtype=np.int64)
+    u_key = np.empty(max(1, n_pieces), dtype=np.int64)
     n_unique = np.zeros(n_blocks, dtype=np.int64)
-    return n_blocks, block_start, u_base, u_piece, u_count, u_hash, n_unique
+    return n_blocks, block_start, u_base, u_piece, u_count, u_key, n_unique
 
 
 @njit(cache=True, nogil=True)
-def _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_hash, n_unique):
+def _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_key, n_unique):
     """Count block ``b`` into its own slices of the private arrays (no sharing)."""
     p0 = block_start[b]
     p1 = block_start[b + 1]
@@ -158,56 +162,22 @@ def _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_
     lo = u_base[b]
     hi = u_base[b + 1]
     n_unique[b] = _count_block(data, piece_offsets, p0, p1, keys, u_piece[lo:hi],
-                               u_count[lo:hi], u_hash[lo:hi])
+                               u_count[lo:hi], u_key[lo:hi])
 
 
 @njit(cache=True, nogil=True)
-def _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_hash, n_unique,
-                  first_index, g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
+def _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_key, n_unique,
+                  first_index, g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n):
     """Serial merge in block order: a word's first occurrence is in the earliest block."""
     for b in range(n_blocks):
         lo = u_base[b]
         for j in range(n_unique[b]):
             p = u_piece[lo + j]
-            h = u_hash[lo + j]
-            s = piece_offsets[p]
-            e = piece_offsets[p + 1]
-            if 2 * (g_n + 1) > g_keys.shape[0]:
-                new_keys = np.full(2 * g_keys.shape[0], EMPTY, dtype=np.int64)
-                nmask = new_keys.shape[0] - 1
-                for w in range(g_n):
-                    i = hash_slot(g_hash[w]) & nmask
-                    while new_keys[i] != EMPTY:
-                        i = (i + 1) & nmask
-                    new_keys[i] = w
-                g_keys = new_keys
-            mask = g_keys.shape[0] - 1
-            i = hash_slot(h) & mask
-            while True:
-                w = g_keys[i]
-                if w == EMPTY:
-                    g_keys[i] = g_n
-                    g_store = grow(g_store, g_store_len + (e - s))
-                    for k in range(e - s):
-                        g_store[g_store_len + k] = data[s + k]
-                    g_off = grow(g_off, g_n + 2)
-                    g_count = grow(g_count, g_n + 1)
-                    g_first = grow(g_first, g_n + 1)
-                    g_hash = grow(g_hash, g_n + 1)
-                    g_off[g_n] = g_store_len
-                    g_store_len += e - s
-                    g_off[g_n + 1] = g_store_len
-                    g_count[g_n] = u_count[lo + j]
-                    g_first[g_n] = first_index + p
-                    g_hash[g_n] = h
-                    g_n += 1
-                    break
-                ws = g_off[w]
-                if g_hash[w] == h and g_off[w + 1] - ws == e - s and _same(g_store, ws, data, s, e - s):
-                    g_count[w] += u_count[lo + j]
-                    break
-                i = (i + 1) & mask
-    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n
+            (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n) = _add_word(
+                data, piece_offsets[p], piece_offsets[p + 1], u_key[lo + j], u_count[lo + j],
+                first_index + p, g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey,
+                g_n)
+    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
 
 
 # ---------------------------------------------------------------------------------------
@@ -343,10 +313,61 @@ def _same_long(data, a, b, n):
     return _load8(data, a + n - 8) == _load8(data, b + n - 8)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off, g_count,
+              g_first, g_wkey, g_n):
+    """Add ``count`` occurrences of the word ``data[s:e]`` (piece key ``key``, first seen at
+    piece ``first``) to the global table; returns its (possibly grown) arrays.
+
+    The global slots hold a word's key beside its index (``g_keys[2 i]``, ``g_keys[2 i +
+    1]``): a short word is found with one cache line, without reading the store.
+    """
+    n_slots = g_keys.shape[0] // 2
+    if 2 * (g_n + 1) > n_slots:
+        n_slots *= 2
+        g_keys = np.full(2 * n_slots, EMPTY, dtype=np.int64)
+        nmask = n_slots - 1
+        for w in range(g_n):
+            i = _key_slot(g_wkey[w]) & nmask
+            while g_keys[2 * i] != EMPTY:
+                i = (i + 1) & nmask
+            g_keys[2 * i] = g_wkey[w]
+            g_keys[2 * i + 1] = w
+    mask = n_slots - 1
+    i = _key_slot(key) & mask
+    n = e - s
+    while True:
+        k = g_keys[2 * i]
+        if k == key:
+            w = g_keys[2 * i + 1]
+            if key < LONG_KEY or (g_off[w + 1] - g_off[w] == n
+                                  and _same(g_store, g_off[w], data, s, n)):
+                g_count[w] += count
+                return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
+        elif k == EMPTY:
+            g_keys[2 * i] = key
+            g_keys[2 * i + 1] = g_n
+            g_store = grow(g_store, g_store_len + n)
+            for k2 in range(n):
+                g_store[g_store_len + k2] = data[s + k2]
+            g_off = grow(g_off, g_n + 2)
+            g_count = grow(g_count, g_n + 1)
+            g_first = grow(g_first, g_n + 1)
+            g_wkey = grow(g_wkey, g_n + 1)
+            g_off[g_n] = g_store_len
+            g_store_len += n
+            g_off[g_n + 1] = g_store_len
+            g_count[g_n] = count
+            g_first[g_n] = first
+            g_wkey[g_n] = key
+            return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n + 1
+        i = (i + 1) & mask
+
+
 @njit(cache=True, nogil=True)
 def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, ascii_words,
                  window_bytes, stream_bytes, chunk_bytes, u_start, u_end, u_count, u_first,
-                 u_hash):
+                 u_key):
     """Scan the bytes ``pos .. hi`` (documents from ``d`` on, each cut to the range) and
     count their pieces into a private table, until it holds ``u_start.shape[0]`` words.
 
@@ -355,7 +376,7 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, asci
     ``(word << 32) | count`` side by side (``slots[2 i]``, ``slots[2 i + 1]``), so a piece
     seen before costs one cache line. For each unique piece ``u_start``/``u_end`` hold its
     bytes in ``data``, ``u_count`` its count, ``u_first`` the ordinal of its first
-    occurrence among the pieces counted by this call, ``u_hash`` its ``hash_units`` hash.
+    occurrence among the pieces counted by this call, ``u_key`` its ``_piece_key``.
 
     Returns
     -------
@@ -417,7 +438,7 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, asci
                         u_start[n_unique] = s
                         u_end[n_unique] = e
                         u_first[n_unique] = n_pieces
-                        u_hash[n_unique] = hash_units(data, s, e, HASH_SEED)
+                        u_key[n_unique] = key
                         n_unique += 1
                         break
                     i = (i + 1) & mask
@@ -453,58 +474,24 @@ def _counts_out(slots, u_slot, u_count, n_unique):
 
 
 @njit(cache=True, nogil=True)
-def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_hash, first_index,
-                 g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
+def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, first_index,
+                 g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n):
     """Add a private table of ``_count_range`` to the global table (words new to it get
     first occurrence ``first_index + u_first``)."""
     for j in range(n_unique):
-        s = u_start[j]
-        e = u_end[j]
-        h = u_hash[j]
-        if 2 * (g_n + 1) > g_keys.shape[0]:
-            new_keys = np.full(2 * g_keys.shape[0], EMPTY, dtype=np.int64)
-            nmask = new_keys.shape[0] - 1
-            for w in range(g_n):
-                i = hash_slot(g_hash[w]) & nmask
-                while new_keys[i] != EMPTY:
-                    i = (i + 1) & nmask
-                new_keys[i] = w
-            g_keys = new_keys
-        mask = g_keys.shape[0] - 1
-        i = hash_slot(h) & mask
-        while True:
-            w = g_keys[i]
-            if w == EMPTY:
-                g_keys[i] = g_n
-                g_store = grow(g_store, g_store_len + (e - s))
-                for k in range(e - s):
-                    g_store[g_store_len + k] = data[s + k]
-                g_off = grow(g_off, g_n + 2)
-                g_count = grow(g_count, g_n + 1)
-                g_first = grow(g_first, g_n + 1)
-                g_hash = grow(g_hash, g_n + 1)
-                g_off[g_n] = g_store_len
-                g_store_len += e - s
-                g_off[g_n + 1] = g_store_len
-                g_count[g_n] = u_count[j]
-                g_first[g_n] = first_index + u_first[j]
-                g_hash[g_n] = h
-                g_n += 1
-                break
-            ws = g_off[w]
-            if g_hash[w] == h and g_off[w + 1] - ws == e - s and _same(g_store, ws, data, s, e - s):
-                g_count[w] += u_count[j]
-                break
-            i = (i + 1) & mask
-    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n
+        (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n) = _add_word(
+            data, u_start[j], u_end[j], u_key[j], u_count[j], first_index + u_first[j], g_keys,
+            g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n)
+    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def count_text_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
-                     stream_bytes, chunk_bytes, n_blocks, block_words, first_index, g_keys,
-                     g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
-    """Pre-tokenize a batch with a named pattern and add its pieces to the global word
-    table, in one pass: blocks of the batch are scanned and counted in parallel.
+def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
+                      stream_bytes, chunk_bytes, n_blocks, block_words):
+    """Pre-tokenize a batch with a named pattern and count its pieces, in one pass: the
+    batch's blocks are scanned and counted in parallel into private tables, which
+    ``merge_text_blocks`` then adds to the global table (the caller may check its memory
+    budget in between, knowing how many words the tables hold).
 
     Parameters
     ----------
@@ -517,10 +504,78 @@ def count_text_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes
     chunk_bytes : int
         Bytes of text scanned between counting passes (``>= 1``).
     n_blocks : int
-        Byte ranges counted in parallel (``>= 1``; cut by ``_plan_blocks``).
+        Byte ranges counted in parallel (``>= 1``; cut by ``_plan_blocks``; each under
+        2**31 bytes, so that a block's counts fit their 32-bit field).
     block_words : int
         Capacity of a block's private table (``>= 1``). A block with more unique words
-        counts the rest in further serial rounds, after the parallel pass.
+        stops there; ``merge_text_blocks`` counts the rest, a table at a time.
+
+    Returns
+    -------
+    bounds : int64[n_blocks + 1]
+        The blocks' byte ranges.
+    done : int64[n_blocks, 4]
+        Per block: unique words in its table, pieces counted, and the document and byte
+        where it stopped (``done[b, 3] == bounds[b + 1]`` when it is complete).
+    u_start, u_end, u_count, u_first, u_key : int64[n_blocks * block_words]
+        The private tables, block ``b``'s at ``b * block_words`` (see ``_count_range``).
+    """
+    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
+    ascii_words = ascii_class_words(stage1, stage2)
+    u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
+    for b in prange(n_blocks):
+        lo = b * block_words
+        hi = lo + block_words
+        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
+            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
+            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+    return bounds, done, u_start, u_end, u_count, u_first, u_key
+
+
+@njit(cache=True, nogil=True)
+def count_text_blocks_serial(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
+                             stream_bytes, chunk_bytes, n_blocks, block_words):
+    """``count_text_blocks`` on the calling thread only (a forked child, see
+    ``parallel.py``). Same parameters and results."""
+    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
+    ascii_words = ascii_class_words(stage1, stage2)
+    u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
+    for b in range(n_blocks):
+        lo = b * block_words
+        hi = lo + block_words
+        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
+            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
+            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+    return bounds, done, u_start, u_end, u_count, u_first, u_key
+
+
+@njit(cache=True, nogil=True)
+def _private_tables(n_blocks, block_words):
+    """The blocks' private table arrays (pages a block never fills are never touched)."""
+    size = n_blocks * block_words
+    return (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=np.int64), np.zeros((n_blocks, 4), dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
+                      window_bytes, stream_bytes, chunk_bytes, block_words, u_start, u_end,
+                      u_count, u_first, u_key, first_index, g_keys, g_store, g_store_len, g_off,
+                      g_count, g_first, g_wkey, g_n):
+    """Add the private tables of ``count_text_blocks`` to the global table, in block order
+    (a word's first occurrence is in the earliest block that has it); a block whose table
+    filled up counts the rest of its range here, a table at a time, before the next block
+    is merged.
+
+    Parameters
+    ----------
+    data ... chunk_bytes
+        As given to ``count_text_blocks``.
+    bounds, done, u_start, u_end, u_count, u_first, u_key
+        Its results (``block_words`` as given to it).
     first_index, g_keys ... g_n
         As ``count_batch``.
 
@@ -529,82 +584,23 @@ def count_text_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes
     tuple
         ``count_batch``'s results, then the number of pieces counted.
     """
-    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
     ascii_words = ascii_class_words(stage1, stage2)
-    size = n_blocks * block_words
-    u_start = np.empty(size, dtype=np.int64)
-    u_end = np.empty(size, dtype=np.int64)
-    u_count = np.empty(size, dtype=np.int64)
-    u_first = np.empty(size, dtype=np.int64)
-    u_hash = np.empty(size, dtype=np.int64)
-    done = np.empty((n_blocks, 4), dtype=np.int64)
-    for b in prange(n_blocks):
-        lo = b * block_words
-        hi = lo + block_words
-        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
-            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
-            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
-            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi])
-    return _merge_blocks_in_order(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
-                                  ascii_words, window_bytes, stream_bytes, chunk_bytes,
-                                  block_words, u_start, u_end, u_count, u_first, u_hash,
-                                  first_index, g_keys, g_store, g_store_len, g_off, g_count,
-                                  g_first, g_hash, g_n)
-
-
-@njit(cache=True, nogil=True)
-def count_text_batch_serial(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
-                            stream_bytes, chunk_bytes, n_blocks, block_words, first_index,
-                            g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
-    """``count_text_batch`` on the calling thread only (a forked child, see
-    ``parallel.py``). Same parameters and results."""
-    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
-    ascii_words = ascii_class_words(stage1, stage2)
-    size = n_blocks * block_words
-    u_start = np.empty(size, dtype=np.int64)
-    u_end = np.empty(size, dtype=np.int64)
-    u_count = np.empty(size, dtype=np.int64)
-    u_first = np.empty(size, dtype=np.int64)
-    u_hash = np.empty(size, dtype=np.int64)
-    done = np.empty((n_blocks, 4), dtype=np.int64)
-    for b in range(n_blocks):
-        lo = b * block_words
-        hi = lo + block_words
-        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
-            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
-            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
-            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi])
-    return _merge_blocks_in_order(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
-                                  ascii_words, window_bytes, stream_bytes, chunk_bytes,
-                                  block_words, u_start, u_end, u_count, u_first, u_hash,
-                                  first_index, g_keys, g_store, g_store_len, g_off, g_count,
-                                  g_first, g_hash, g_n)
-
-
-@njit(cache=True, nogil=True)
-def _merge_blocks_in_order(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
-                           ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words,
-                           u_start, u_end, u_count, u_first, u_hash, first_index, g_keys,
-                           g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n):
-    """Merge the blocks' private tables in block order (a word's first occurrence is in the
-    earliest block that has it); a block whose table filled up counts the rest of its
-    range here, a table at a time, before the next block is merged."""
     n_pieces = 0
     for b in range(done.shape[0]):
         lo = b * block_words
         hi = lo + block_words
         n_unique, n, d, pos = done[b, 0], done[b, 1], done[b, 2], done[b, 3]
         while True:
-            (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash,
+            (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey,
              g_n) = _merge_range(data, n_unique, u_start[lo:hi], u_end[lo:hi],
-                                 u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi],
+                                 u_count[lo:hi], u_first[lo:hi], u_key[lo:hi],
                                  first_index + n_pieces, g_keys, g_store, g_store_len, g_off,
-                                 g_count, g_first, g_hash, g_n)
+                                 g_count, g_first, g_wkey, g_n)
             n_pieces += n
             if pos >= bounds[b + 1]:
                 break
             n_unique, n, d, pos = _count_range(
                 data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
                 ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
-                u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_hash[lo:hi])
-    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_hash, g_n, n_pieces
+                u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+    return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
