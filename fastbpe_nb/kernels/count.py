@@ -347,13 +347,19 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
         elif k == EMPTY:
             g_keys[2 * i] = key
             g_keys[2 * i + 1] = g_n
-            g_store = grow(g_store, g_store_len + n)
+            # grow() only when full: a call per array and word cost more than the rest.
+            if g_store_len + n > g_store.shape[0]:
+                g_store = grow(g_store, g_store_len + n)
             for k2 in range(n):
                 g_store[g_store_len + k2] = data[s + k2]
-            g_off = grow(g_off, g_n + 2)
-            g_count = grow(g_count, g_n + 1)
-            g_first = grow(g_first, g_n + 1)
-            g_wkey = grow(g_wkey, g_n + 1)
+            if g_n + 2 > g_off.shape[0]:
+                g_off = grow(g_off, g_n + 2)
+            if g_n + 1 > g_count.shape[0]:
+                g_count = grow(g_count, g_n + 1)
+            if g_n + 1 > g_first.shape[0]:
+                g_first = grow(g_first, g_n + 1)
+            if g_n + 1 > g_wkey.shape[0]:
+                g_wkey = grow(g_wkey, g_n + 1)
             g_off[g_n] = g_store_len
             g_store_len += n
             g_off[g_n + 1] = g_store_len
