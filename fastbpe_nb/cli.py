@@ -209,13 +209,16 @@ def cmd_train(args) -> int:
     if args.from_counts and args.files:
         raise FastBPEError("give either corpus files or --from-counts, not both")
     if args.base == "chars":
+        if args.min_word_count != 1:
+            raise FastBPEError("--min-word-count applies to byte-level training (train_files)")
         texts = _corpus_texts(sources, args, options.get("pattern", "default"))
         tok, report = fb.train(texts, base="chars", end_of_word=args.end_of_word,
                                return_report=True, **options)
     else:
         tok, report = fb.train_files(sources, column=args.column, on_bad_input=args.on_bad_input,
                                      max_memory=_memory(args.max_memory), return_report=True,
-                                     max_invalid_utf8=args.max_invalid_utf8, **options)
+                                     max_invalid_utf8=args.max_invalid_utf8,
+                                     min_word_count=args.min_word_count, **options)
     report["stale_temp_files_removed"] = removed
     tok.save(args.output)
     if args.trace:
@@ -474,6 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--base", default="bytes", choices=["bytes", "chars"])
     t.add_argument("--end-of-word")
     t.add_argument("--min-frequency", type=int, default=0)
+    t.add_argument("--min-word-count", type=int, default=1, help="drop words counted fewer "
+                   "times before merging (reported; less memory on a large corpus)")
     t.add_argument("--max-token-length", type=int)
     t.add_argument("--trace", action="store_true", help="print every merge learned")
     corpus_options(t)

@@ -353,7 +353,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
 
 def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", max_memory=None,
                 counts_output=None, chunk_bytes=16 << 20, return_report=False, trace=False,
-                max_invalid_utf8=None, max_chunk_bytes=None, **options):
+                max_invalid_utf8=None, max_chunk_bytes=None, min_word_count=1, **options):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -363,8 +363,12 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
     Arrow files and the text field of JSONL files; ``on_bad_input="skip"`` skips unreadable
     files (reported) instead of raising ``CorpusReadError``; ``max_memory`` (bytes) stops
     with ``MemoryBudgetError`` and bounds the text chunks; ``max_invalid_utf8`` (default
-    0.01) is the share of invalid UTF-8 a file may hold before it is refused. No file
-    found, or no pre-token in them, is an error (``CorpusReadError`` / ``TrainingError``).
+    0.01) is the share of invalid UTF-8 a file may hold before it is refused;
+    ``min_word_count`` drops the words counted fewer times before merging (the merge
+    phase's memory grows with the unique words' bytes: on a large corpus most unique words
+    are rare; the report says how many words and occurrences were pruned; a
+    ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
+    error (``CorpusReadError`` / ``TrainingError``).
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
@@ -430,6 +434,9 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
         del counter  # its hash table and store are not needed for merging: free them first
         if counts_output is not None:
             save_counts(counts_output, word_bytes, offsets, counts, opts.pattern, opts.special_tokens)
+    if min_word_count != 1:
+        word_bytes, offsets, counts = _prune_rare_words(word_bytes, offsets, counts,
+                                                        min_word_count, report)
     report["seconds_counting"] = time.perf_counter() - t0
     n_symbols, n_words = int(offsets[-1]), len(counts)
     detail = f"{n_words:,} unique words, {n_symbols:,} symbols"
@@ -447,6 +454,27 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
 
         print_trace(tok)
     return (tok, report) if return_report else tok
+
+
+def _prune_rare_words(word_bytes, offsets, counts, min_word_count, report):
+    """The word table without words counted fewer than ``min_word_count`` times (order
+    kept); ``report`` gets ``words_pruned`` and ``occurrences_pruned``."""
+    from .kernels.count import prune_words
+    from .parallel import call_kernel
+
+    if isinstance(min_word_count, bool) or not isinstance(min_word_count, (int, np.integer)) \
+            or min_word_count < 1:
+        raise ValueError(f"min_word_count must be a positive int, got {min_word_count!r}")
+    rare = counts < min_word_count
+    report["words_pruned"] = int(rare.sum())
+    report["occurrences_pruned"] = int(counts[rare].sum())
+    report["min_word_count"] = int(min_word_count)
+    if not report["words_pruned"]:
+        return word_bytes, offsets, counts
+    word_bytes, offsets, counts = call_kernel(prune_words, word_bytes, offsets, counts,
+                                              int(min_word_count))
+    require_words(counts, f"no word is counted {min_word_count} times or more")
+    return word_bytes, offsets, counts
 
 
 def file_is_arrow(path) -> bool:

@@ -193,3 +193,43 @@ def test_one_shard_or_sixteen_give_byte_identical_counts_and_models(tmp_path, ti
     direct = fb.train_files(shards, vocab_size=700, tie_break=tie_break)
     direct.save(tmp_path / "direct.json")
     assert (tmp_path / "direct.json").read_bytes() == merged["one"][1]
+
+
+@pytest.mark.parametrize("tie_break", ["ids", "first"])
+def test_min_word_count_prunes_before_merging(shards, tmp_path, tie_break):
+    """``train_files(..., min_word_count=k)`` trains on the words counted k times or more:
+    the same merges as from the counts pruned by ``merge_counts_files(min_count=k)`` (for
+    ``first``: the pruned table keeps the corpus order, checked against a table pruned by
+    hand), with what was pruned reported; the CLI passes it on; 0 is refused."""
+    paths, whole, corpus = shards
+    want = _table(whole)
+    tok, report = fb.train_files([corpus], vocab_size=500, pattern="cl100k", min_word_count=3,
+                                 tie_break=tie_break, return_report=True)
+    assert report["words_pruned"] == sum(c < 3 for c in want.values()) > 0
+    assert report["occurrences_pruned"] == sum(c for c in want.values() if c < 3)
+    data, offsets, counts, _ = load_counts(whole)
+    keep = counts >= 3
+    kept = [bytes(data[offsets[i]:offsets[i + 1]]) for i in np.flatnonzero(keep)]
+    sym = np.frombuffer(b"".join(kept), np.uint8).astype(np.int32)
+    off = np.zeros(len(kept) + 1, np.int64)
+    np.cumsum([len(w) for w in kept], out=off[1:])
+    from fastbpe_nb.training import TrainOptions, train_from_table
+
+    by_hand = train_from_table(sym, off, counts[keep], None,
+                               TrainOptions.make(500, pattern="cl100k", tie_break=tie_break))
+    assert np.array_equal(tok.merges, by_hand.merges) and len(tok.merges) > 200
+    if tie_break == "ids":
+        fb.merge_counts_files(paths, tmp_path / "pruned.arrow", min_count=3)
+        from_counts = fb.train_files([tmp_path / "pruned.arrow"], vocab_size=500)
+        assert np.array_equal(from_counts.merges, tok.merges)
+        assert np.array_equal(fb.train_files([whole], vocab_size=500, min_word_count=3).merges,
+                              tok.merges)
+        run = subprocess.run([sys.executable, "-m", "fastbpe_nb", "train", str(corpus), "-o",
+                              str(tmp_path / "m.json"), "--vocab-size", "500", "--pattern",
+                              "cl100k", "--min-word-count", "3"],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert '"words_pruned"' in run.stdout
+        assert np.array_equal(fb.load(tmp_path / "m.json").merges, tok.merges)
+    with pytest.raises(ValueError, match="min_word_count"):
+        fb.train_files([corpus], vocab_size=300, min_word_count=0)

@@ -610,3 +610,46 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
                 ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
                 u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
+
+
+@njit(cache=True, nogil=True)
+def prune_words(word_bytes, offsets, counts, min_count):
+    """The word table without the words counted fewer than ``min_count`` times, in order.
+
+    Parameters
+    ----------
+    word_bytes : uint8[total]
+        The words' bytes, concatenated.
+    offsets : int64[n_words + 1]
+        Word boundaries in ``word_bytes`` (validated, non-decreasing from 0).
+    counts : int64[n_words]
+        Occurrences of each word.
+    min_count : int
+        Words with ``counts < min_count`` are dropped.
+
+    Returns
+    -------
+    tuple
+        ``(word_bytes uint8[kept_total], offsets int64[n_kept + 1], counts int64[n_kept])``.
+    """
+    n = counts.shape[0]
+    n_kept = 0
+    total = 0
+    for w in range(n):
+        if counts[w] >= min_count:
+            n_kept += 1
+            total += offsets[w + 1] - offsets[w]
+    out_bytes = np.empty(total, dtype=np.uint8)
+    out_offsets = np.zeros(n_kept + 1, dtype=np.int64)
+    out_counts = np.empty(n_kept, dtype=np.int64)
+    k = 0
+    at = 0
+    for w in range(n):
+        if counts[w] >= min_count:
+            for i in range(offsets[w], offsets[w + 1]):
+                out_bytes[at] = word_bytes[i]
+                at += 1
+            out_counts[k] = counts[w]
+            k += 1
+            out_offsets[k] = at
+    return out_bytes, out_offsets, out_counts
