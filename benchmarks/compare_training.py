@@ -288,16 +288,21 @@ def doc_bounds(path, size: int = 1 << 20) -> list[int]:
     return out
 
 
-def run_child(tool: str, spec: dict, work: str, run: int, timeout: float) -> dict:
-    """Run one tool once in a fresh process; its result with ``peak_rss_mib`` added."""
+def run_child(tool: str, spec: dict, work: str, run: int, timeout: float,
+              script: str = __file__, stdout=None) -> dict:
+    """Run one tool once in a fresh process (``script --child SPEC``, which writes its
+    result to ``spec["result"]``); the result with ``peak_rss_mib`` (the child's own
+    ``ru_maxrss``) added, or ``{"error": ...}``. The child's output goes to a log file in
+    ``work``, or to ``stdout`` when given (e.g. ``sys.stderr``, to see progress bars)."""
     spec = dict(spec, tool=tool, result=os.path.join(work, f"{tool}-{run}.json"))
     spec_path = os.path.join(work, f"{tool}-{run}.spec.json")
     with open(spec_path, "w", encoding="utf-8") as f:
         json.dump(spec, f)
     log_path = os.path.join(work, f"{tool}-{run}.log")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", spec_path],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        out = log if stdout is None else stdout
+        proc = subprocess.Popen([sys.executable, os.path.abspath(script), "--child", spec_path],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
         deadline = time.monotonic() + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -312,8 +317,8 @@ def run_child(tool: str, spec: dict, work: str, run: int, timeout: float) -> dic
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         with open(log_path, "rb") as f:
-            tail = f.read()[-1500:].decode("utf-8", "replace")
-        return {"error": f"exit {proc.returncode}: {tail.strip().splitlines()[-1:]} (log: {log_path})"}
+            tail = f.read()[-1500:].decode("utf-8", "replace").strip().splitlines()[-1:]
+        return {"error": f"exit {proc.returncode}: {tail} (log: {log_path})"}
     with open(spec["result"], encoding="utf-8") as f:
         result = json.load(f)
     os.remove(spec["result"])
