@@ -15,7 +15,11 @@ Pass 0 writes the base as it is. Pass ``k >= 1`` writes it again, transformed by
 transforms seeded by ``(seed, k)``, so that each pass adds words never seen before while
 keeping the text's shape (the word-length and frequency distributions, the code/prose mix):
 
-* letter substitution: 8 of the 26 ASCII letters, cycled (upper case alike);
+* letter substitution: 8 of the 26 ASCII letters, cycled (upper case alike), then, per
+  block of about 2 KB (cut after a newline), one of 256 variants that each swap 4 more
+  pairs of letters: a word thus comes back in up to 256 spellings per pass (the more
+  often it occurs, the more of them), while words without the variants' letters stay
+  shared, as a growing real corpus keeps its common words and adds rare ones;
 * digit substitution: the ten digits, cycled in a seeded order;
 * identifier mangling: a seeded two-letter tag before every ``_`` (``foo_bar`` ->
   ``fooqk_bar``);
@@ -46,12 +50,17 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # this checkout's fastbpe_nb, not an installed one
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_data import CACHE, MAN_ROOT, _linux_texts, linux_tarball, man_pages  # noqa: E402
 from fastbpe_nb.io.atomic import atomic_write  # noqa: E402
 
-FORMAT = 1
+FORMAT = 2
 MAX_DOC = 1 << 20
+BLOCK = 2048  # bytes (then to the next newline) that share one letter variant
+VARIANTS = 256
+VARIANT_SWAPS = 4
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
 LATIN = "àáâãäåæçèéêëìíîïñòóôõöøùúûüýßÀÉÈÇÑÖÜ"
 CYRILLIC = "абвгдежзийклмнопрстуфхцчшщъыьэюя"
@@ -143,6 +152,15 @@ def base_stream(linux_bytes: int, prose: list[tuple[str, bytes]]):
 # ---------------------------------------------------------------------------------------
 # The transforms of pass k.
 
+def _swaps(rng: random.Random) -> bytes:
+    """A translation table swapping VARIANT_SWAPS seeded pairs of ASCII letters (both cases)."""
+    letters = rng.sample("abcdefghijklmnopqrstuvwxyz", 2 * VARIANT_SWAPS)
+    pairs = {a: b for a, b in zip(letters[::2], letters[1::2])}
+    pairs.update({b: a for a, b in list(pairs.items())})
+    pairs.update({a.upper(): b.upper() for a, b in list(pairs.items())})
+    return bytes.maketrans(bytes(map(ord, pairs)), bytes(map(ord, pairs.values())))
+
+
 def _cycle(rng: random.Random, alphabet: str, n: int) -> dict[str, str]:
     """``n`` characters of ``alphabet``, each mapped to the next of them (a seeded cycle)."""
     chosen = rng.sample(alphabet, n)
@@ -163,6 +181,9 @@ class Transform:
         ascii_map = {**letters, **digits}
         self.ascii_table = bytes.maketrans(bytes(map(ord, ascii_map)),
                                            bytes(map(ord, ascii_map.values())))
+        self.variants = [bytes(swap[c] for c in self.ascii_table)
+                         for swap in (_swaps(random.Random(f"build_big_corpus:{seed}:{k}:{v}"))
+                                      for v in range(VARIANTS))]
         self.tag = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(2))
         self.underscore = (self.tag + "_").encode()
         cyr = _cycle(rng, CYRILLIC, 8)
@@ -178,7 +199,8 @@ class Transform:
         return (f"pass {self.k}: letters {letters} -> "
                 f"{letters.encode().translate(self.ascii_table).decode()}, digits 0123456789 -> "
                 f"{b'0123456789'.translate(self.ascii_table).decode()}, '_' -> "
-                f"{self.underscore.decode()!r}, {len(self.char_table)} non-ASCII characters")
+                f"{self.underscore.decode()!r}, {len(self.char_table)} non-ASCII characters; "
+                f"{VARIANTS} variants of {VARIANT_SWAPS} more letter swaps, per ~{BLOCK} B block")
 
     def __call__(self, index: int, data: bytes) -> bytes:
         if self.k == 0:
@@ -192,7 +214,14 @@ class Transform:
             data = data.swapcase()
         elif case == 9:
             data = data.title()
-        data = data.translate(self.ascii_table).replace(b"_", self.underscore)
+        blocks, start, b = [], 0, 0
+        while start < len(data):
+            end = data.find(b"\n", start + BLOCK)
+            end = len(data) if end < 0 else end + 1
+            v = zlib.crc32(f"{self.seed}:{self.k}:{index}:{b}".encode()) % VARIANTS
+            blocks.append(data[start:end].translate(self.variants[v]))
+            start, b = end, b + 1
+        data = b"".join(blocks).replace(b"_", self.underscore)
         if not data.isascii():
             data = data.decode("utf-8").translate(self.char_table).encode("utf-8")
         return data
@@ -251,7 +280,8 @@ def build(out: Path, total_bytes: int, file_bytes: int, seed: int, log=print) ->
         raise SystemExit(f"--file-gb must give files of at least {2 * MAX_DOC} bytes")
     out.mkdir(parents=True, exist_ok=True)
     params = {"seed": seed, "total_bytes": total_bytes, "file_bytes": file_bytes,
-              "max_doc": MAX_DOC, "format": FORMAT}
+              "max_doc": MAX_DOC, "format": FORMAT, "block": BLOCK, "variants": VARIANTS,
+              "variant_swaps": VARIANT_SWAPS}
     manifest = load_manifest(out, params)
     n_files = -(-total_bytes // file_bytes)
     manifest["files"] = complete_files(out, manifest)

@@ -41,7 +41,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # this checkout's fastbpe_nb, not an installed one
+if __name__ == "__main__":  # run as a script: this checkout's fastbpe_nb, not an installed
+    sys.path.insert(0, ROOT)  # one (imported by an asv suite: the one asv installed)
 
 #: tool -> label, in table order.
 TOOLS = {

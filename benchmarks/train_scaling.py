@@ -28,7 +28,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compare_training import _rss_mib, machine, run_child  # noqa: E402  (puts ROOT on sys.path)
+from compare_training import ROOT, _rss_mib, machine, run_child  # noqa: E402
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)  # this checkout's fastbpe_nb, not an installed one
 
 COPY_BLOCK = 64 << 20
 
