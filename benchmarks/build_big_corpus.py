@@ -16,8 +16,8 @@ transforms seeded by ``(seed, k)``, so that each pass adds words never seen befo
 keeping the text's shape (the word-length and frequency distributions, the code/prose mix):
 
 * letter substitution: 8 of the 26 ASCII letters, cycled (upper case alike), then, per
-  block of about 2 KB (cut after a newline), one of 256 variants that each swap 4 more
-  pairs of letters: a word thus comes back in up to 256 spellings per pass (the more
+  block of about 4 KB (cut after a newline), one of 64 variants that each swap 3 more
+  pairs of letters: a word thus comes back in up to 64 spellings per pass (the more
   often it occurs, the more of them), while words without the variants' letters stay
   shared, as a growing real corpus keeps its common words and adds rare ones;
 * digit substitution: the ten digits, cycled in a seeded order;
@@ -58,9 +58,9 @@ from fastbpe_nb.io.atomic import atomic_write  # noqa: E402
 
 FORMAT = 2
 MAX_DOC = 1 << 20
-BLOCK = 2048  # bytes (then to the next newline) that share one letter variant
-VARIANTS = 256
-VARIANT_SWAPS = 4
+BLOCK = 4096  # bytes (then to the next newline) that share one letter variant
+VARIANTS = 64
+VARIANT_SWAPS = 3
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
 LATIN = "àáâãäåæçèéêëìíîïñòóôõöøùúûüýßÀÉÈÇÑÖÜ"
 CYRILLIC = "абвгдежзийклмнопрстуфхцчшщъыьэюя"
