@@ -334,13 +334,13 @@ def run_child(tool: str, spec: dict, work: str, run: int, timeout: float,
                 proc.kill()
                 os.wait4(proc.pid, 0)
                 proc.returncode = -9
-                return {"error": f"timed out after {timeout:.0f} s (log: {log_path})"}
+                return {"error": f"timed out after {timeout:.0f} s"}
             time.sleep(0.05)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         with open(log_path, "rb") as f:
-            tail = f.read()[-1500:].decode("utf-8", "replace").strip().splitlines()[-1:]
-        return {"error": f"exit {proc.returncode}: {tail} (log: {log_path})"}
+            tail = f.read()[-1500:].decode("utf-8", "replace").strip().splitlines()[-2:]
+        return {"error": f"exit {proc.returncode}: {' / '.join(tail)}"}
     with open(spec["result"], encoding="utf-8") as f:
         result = json.load(f)
     os.remove(spec["result"])
