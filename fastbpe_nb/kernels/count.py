@@ -22,7 +22,7 @@ from .scan import N_SENTINELS, _scan_document, ascii_class_words
 #: kernel cache stamp: 1fda65ffb2fd94193d02ad30bfff1df87509abc7e150168f94284f660fc24920
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _same(a, a0, b, b0, n):
     for k in range(n):
         if a[a0 + k] != b[b0 + k]:
@@ -302,9 +302,13 @@ def _key_slot(key):
     return hash_slot((key & 0xFFFFFFFFFFFF) ^ ((key >> 48) * 0x9E37))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _same_long(data, a, b, n):
-    """Whether ``data[a:a+n]`` and ``data[b:b+n]`` are equal, 8 bytes at a time (n >= 8)."""
+    """Whether ``data[a:a+n]`` and ``data[b:b+n]`` are equal, 8 bytes at a time (n >= 8).
+
+    Inlined, as every helper called per piece: a call that takes an array changes the
+    array's reference count, an atomic write to a cache line that all the threads share,
+    which made the parallel kernel no faster than one thread."""
     j = 0
     while j + 8 < n:
         if _load8(data, a + j) != _load8(data, b + j):
