@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import MemoryBudgetError
+from .errors import MemoryBudgetError, TrainingError
 from .word_table import check_count_range
 
 #: "No limit" for the kernel's int64 limits (max merges, ids, token length).
@@ -35,6 +35,9 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     from .parallel import call_kernel_shielded
 
     check_count_range(offsets, counts)
+    if len(counts) >= 2**31:  # the kernel packs word numbers in 32 bits
+        raise TrainingError(f"{len(counts):,} unique words: the merge kernel takes fewer than "
+                            "2**31; count fewer (e.g. raise the counts' min_count) or shard")
 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])
@@ -48,7 +51,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
                              np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
                              UNLIMITED, 1, UNLIMITED, np.zeros(6, np.int64),
-                             np.empty((16, 2), np.int64), INDEX_CHECK_ROWS)
+                             np.empty((16, 2), np.int32), INDEX_CHECK_ROWS)
         in_use = rss_bytes()
         shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
     bar = None
@@ -71,10 +74,13 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     # rows in use become resident. Without that much address space (ulimit -v, strict
     # overcommit) the kernel starts smaller and grows it.
     max_len = int(np.max(np.diff(offsets))) if len(counts) else 0
+    rows = word_index_rows(len(symbols), len(counts), max_len)
+    # int32 nodes (word, next) while the rows fit: half the index's memory.
+    node_type = np.int32 if rows < 2**31 else np.int64
     try:
-        nodes = np.empty((word_index_rows(len(symbols), len(counts), max_len), 2), np.int64)
+        nodes = np.empty((rows, 2), node_type)
     except MemoryError:
-        nodes = np.empty((max(16, len(symbols)), 2), np.int64)
+        nodes = np.empty((max(16, len(symbols)), 2), node_type)
     try:
         result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,

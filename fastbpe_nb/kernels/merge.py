@@ -4,21 +4,37 @@ The corpus enters as the word table (CSR): ``symbols`` (int32, the base ids of e
 word, concatenated), ``offsets`` (int64, word boundaries) and ``counts`` (int64, how often
 each word occurs), words in order of first occurrence. The kernel
 
-1. counts every adjacent pair once, weighted by word count, into an open-addressing table
-   (packed 64-bit pair keys) and records, per pair, the words that contain it;
+1. counts every adjacent pair once, weighted by word count, and records, per pair, the
+   words that contain it;
 2. repeatedly takes the best pair from a lazy max-heap, rewrites only the words that
    contain it (left to right, non-overlapping, in place) and applies the +/- count deltas
    of the neighbouring pairs. The cost of a merge is proportional to the occurrences of
    the merged pair, never to the corpus.
 
-Pair records live in one int64 matrix ``pairs[n, 8]`` (columns ``P_*``) so that growing the
-store is one reallocation. The pair -> words index is a linked list of ``(word, next)``
-nodes per pair; it may hold stale or repeated words, which the rewrite step skips.
+The merge loop is bound by memory latency (a merge touches words and pairs all over the
+table), so the layout aims at one cache miss per step:
 
-Lazy heap invariant: every pair with a positive count has at least one heap entry whose
-priority is >= its true priority. Counts only fall or rise through a rewrite, and every
-pair touched by a rewrite is pushed again with its new priority, so a popped entry that
-equals the pair's true priority is the true maximum; a stale one is re-pushed.
+- Pair records live *in* the open-addressing table (``rec[cap, R_*]``, slot = pair id): a
+  probe lands on the record itself (key, count, word list, marks), not on an index of it.
+- A word is one row of ``wr`` (start, count); its end is the next row's start, or the
+  first ``-1`` written after it when merges shortened it (no length array).
+- The pair -> words index is a linked list of ``(word, next)`` nodes per pair. The setup
+  lays each pair's initial words out as one consecutive run of nodes, so the lists that
+  the first (largest) merges walk are read front to back; later words are prepended. A
+  list may hold words that no longer contain the pair, which the rewrite skips.
+- The heap holds only the pairs whose count is at least ``theta``, chosen so that about
+  twice the merges still to do are in it (a small heap stays in cache); when it empties,
+  ``theta`` is lowered and the heap rebuilt from the table.
+
+Lazy heap invariant: every eligible pair with count >= theta has a heap entry whose
+priority is >= its true priority. A count falls only through a rewrite, which leaves the
+old (higher) entry in place; a count rises only through a rewrite too, and every pair that
+rose is pushed again at the end of the merge. So a popped entry that equals its pair's
+true priority is the true maximum; one above it is pushed again at the true priority; one
+below it is dropped (a higher entry of that pair is still in the heap).
+
+Every priority is a total order (count, then the tie key, unique per pair), so the merges
+do not depend on the order in which words or pairs are visited.
 """
 
 import numpy as np
@@ -30,11 +46,8 @@ from .hashing import (
     grow,
     hash_slot,
     hash_units,
-    pair_key,
     same_units,
     table_capacity,
-    table_rehash,
-    table_slot,
 )
 #: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
 
@@ -44,18 +57,26 @@ TIE_RANKS = 0
 TIE_FIRST = 1
 TIE_BYTES = 2
 
-# Columns of the pair matrix.
-P_LEFT = 0  # left id
-P_RIGHT = 1  # right id
-P_COUNT = 2  # weighted occurrence count
-P_FIRST = 3  # (word << 32) | unit offset of the first occurrence (TIE_FIRST only)
-P_DIRTY = 4  # 1 when the recorded first occurrence may have been removed
-P_HEAD = 5  # first node of this pair's word list, -1 if none
-P_LASTW = 6  # last word appended to the list (skips consecutive repeats)
-P_TOUCH = 7  # merge step that last changed this pair (dedupes the push list)
-N_PCOLS = 8
+# Columns of a pair record (a row of the pair table ``rec``).
+R_KEY = 0  # (left << 32) | right; EMPTY in a free slot
+R_COUNT = 1  # weighted occurrence count
+R_HEAD = 2  # first node of this pair's word list, -1 if none
+R_MARK = 3  # ((last word appended + 1) << 32) | stamp of the last merge that raised it
+R_FIRST = 4  # (word << 32) | unit offset of the first occurrence (TIE_FIRST only)
+R_DIRTY = 5  # 1 when the recorded first occurrence may have been removed (TIE_FIRST only)
+N_RCOLS = 4  # columns without TIE_FIRST
+N_RCOLS_FIRST = 6  # ... and with it
 
 NO_FIRST = np.int64(0x7FFFFFFFFFFFFFFF)
+LOW32 = np.int64(0xFFFFFFFF)
+#: Merge stamps in R_MARK's low half run 1 .. STAMP_PERIOD and then restart (all cleared).
+STAMP_PERIOD = np.int64(1 << 31)
+
+# Columns of a heap entry.
+H_COUNT = 0  # the pair's count when pushed
+H_AUX = 1  # its tie key when pushed (TIE_BYTES: the pair key; the bytes are compared)
+H_SLOT = 2  # its slot in the pair table
+N_HCOLS = 3
 
 # ``progress`` slots beyond the first three (optional: a caller may pass int64[3]).
 PROG_BUDGET = 3  # bytes the kernel's own arrays may take (0: no limit); set by the caller
@@ -97,23 +118,20 @@ def _grow_q(arr, need):
 
 
 @njit(cache=True, nogil=True)
+def _row_bytes(arr):
+    row = arr.itemsize
+    for k in range(1, arr.ndim):
+        row *= arr.shape[k]
+    return row
+
+
+@njit(cache=True, nogil=True)
 def _grow_bytes(arr, need):
     """Bytes ``_grow_q(arr, need)`` would allocate (0 when ``arr`` already has room)."""
     n = arr.shape[0]
     if need <= n:
         return 0
-    row = arr.itemsize
-    for k in range(1, arr.ndim):
-        row *= arr.shape[k]
-    return _capacity(n, need) * row
-
-
-@njit(cache=True, nogil=True)
-def _rehash_bytes(keys, need):
-    """Bytes a rehash of an int64 key/value table for ``need`` items would allocate."""
-    if 2 * need <= keys.shape[0]:
-        return 0
-    return 16 * table_capacity(need)
+    return _capacity(n, need) * _row_bytes(arr)
 
 
 @njit(cache=True, nogil=True)
@@ -136,6 +154,81 @@ def _no_merges():
     return np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
 
 
+# ---------------------------------------------------------------------------------------
+# The pair table: open addressing (linear probing, at most half full), records in the slots
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _pair_hash(key):
+    """Slot hash of a packed pair key (both ids < 2**31: the products never overflow)."""
+    h = (key >> 32) * 0x9E3779B1 ^ (key & LOW32) * 0x85EBCA6B
+    return h ^ (h >> 29)
+
+
+@njit(cache=True, nogil=True)
+def _probe(rec, key):
+    """Slot of pair ``key`` in ``rec``, or the free slot where it belongs."""
+    mask = rec.shape[0] - 1
+    i = _pair_hash(key) & mask
+    while True:
+        k = rec[i, R_KEY]
+        if k == key or k == EMPTY:
+            return i
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _new_table(cap, ncols):
+    rec = np.empty((cap, ncols), dtype=np.int64)
+    for i in range(cap):
+        rec[i, R_KEY] = EMPTY
+    return rec
+
+
+@njit(cache=True, nogil=True)
+def _init_record(rec, q, key):
+    rec[q, R_KEY] = key
+    rec[q, R_COUNT] = 0
+    rec[q, R_HEAD] = -1
+    rec[q, R_MARK] = 0
+    if rec.shape[1] > R_DIRTY:
+        rec[q, R_FIRST] = NO_FIRST
+        rec[q, R_DIRTY] = 0
+
+
+@njit(cache=True, nogil=True)
+def _rehash(rec, cap):
+    """The table with ``cap`` slots (a power of two); records move, so slots change."""
+    out = _new_table(cap, rec.shape[1])
+    for i in range(rec.shape[0]):
+        key = rec[i, R_KEY]
+        if key != EMPTY:
+            j = _probe(out, key)
+            for k in range(rec.shape[1]):
+                out[j, k] = rec[i, k]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _table_bytes(n_pairs, ncols):
+    """Bytes of a table of the capacity ``n_pairs`` pairs need."""
+    return table_capacity(n_pairs) * ncols * 8
+
+
+@njit(cache=True, nogil=True)
+def _rehash_bytes(rec, n_pairs):
+    """Bytes a rehash for ``n_pairs`` pairs would allocate (0 when ``rec`` has room)."""
+    if 2 * n_pairs <= rec.shape[0]:
+        return 0
+    return _table_bytes(n_pairs, rec.shape[1])
+
+
+# ---------------------------------------------------------------------------------------
+# Token bytes (the merged tokens' ids, and the TIE_BYTES order)
+# ---------------------------------------------------------------------------------------
+
+
 @njit(cache=True, nogil=True)
 def _cmp_tokens(tok_off, tok_data, x, y):
     """Lexicographic comparison of the bytes of tokens x and y: -1, 0 or 1."""
@@ -152,80 +245,6 @@ def _cmp_tokens(tok_off, tok_data, x, y):
     if lx == ly:
         return 0
     return -1 if lx < ly else 1
-
-
-@njit(cache=True, nogil=True)
-def _higher(hc, ha, hp, i, j, tie_mode, pairs, tok_off, tok_data):
-    """True when heap entry i has strictly higher priority than entry j."""
-    if hc[i] != hc[j]:
-        return hc[i] > hc[j]
-    if tie_mode == TIE_BYTES:
-        pi = hp[i]
-        pj = hp[j]
-        c = _cmp_tokens(tok_off, tok_data, pairs[pi, P_LEFT], pairs[pj, P_LEFT])
-        if c == 0:
-            c = _cmp_tokens(tok_off, tok_data, pairs[pi, P_RIGHT], pairs[pj, P_RIGHT])
-        return c < 0
-    return ha[i] < ha[j]
-
-
-@njit(cache=True, nogil=True)
-def _swap(hc, ha, hp, i, j):
-    hc[i], hc[j] = hc[j], hc[i]
-    ha[i], ha[j] = ha[j], ha[i]
-    hp[i], hp[j] = hp[j], hp[i]
-
-
-@njit(cache=True, nogil=True)
-def _sift_up(hc, ha, hp, i, tie_mode, pairs, tok_off, tok_data):
-    while i > 0:
-        parent = (i - 1) >> 1
-        if not _higher(hc, ha, hp, i, parent, tie_mode, pairs, tok_off, tok_data):
-            break
-        _swap(hc, ha, hp, i, parent)
-        i = parent
-
-
-@njit(cache=True, nogil=True)
-def _sift_down(hc, ha, hp, i, n, tie_mode, pairs, tok_off, tok_data):
-    while True:
-        left = 2 * i + 1
-        if left >= n:
-            break
-        best = left
-        right = left + 1
-        if right < n and _higher(hc, ha, hp, right, left, tie_mode, pairs, tok_off, tok_data):
-            best = right
-        if not _higher(hc, ha, hp, best, i, tie_mode, pairs, tok_off, tok_data):
-            break
-        _swap(hc, ha, hp, i, best)
-        i = best
-
-
-@njit(cache=True, nogil=True)
-def _rank_aux(pairs, p, tie_mode, base_rank, n_base):
-    """Tie key of pair p (smaller wins) for TIE_RANKS and TIE_FIRST; 0 for TIE_BYTES."""
-    if tie_mode == TIE_FIRST:
-        return pairs[p, P_FIRST]
-    if tie_mode == TIE_BYTES:
-        return np.int64(0)
-    a = pairs[p, P_LEFT]
-    b = pairs[p, P_RIGHT]
-    ra = base_rank[a] if a < n_base else a
-    rb = base_rank[b] if b < n_base else b
-    return (np.int64(ra) << 32) | np.int64(rb)
-
-
-@njit(cache=True, nogil=True)
-def _new_pair(pairs, p, a, b):
-    pairs[p, P_LEFT] = a
-    pairs[p, P_RIGHT] = b
-    pairs[p, P_COUNT] = 0
-    pairs[p, P_FIRST] = NO_FIRST
-    pairs[p, P_DIRTY] = 0
-    pairs[p, P_HEAD] = -1
-    pairs[p, P_LASTW] = -1
-    pairs[p, P_TOUCH] = -1
 
 
 @njit(cache=True, nogil=True)
@@ -252,43 +271,6 @@ def _token_hash(tok_off, tok_data, t):
 
 
 @njit(cache=True, nogil=True)
-def _apply_delta(keys, vals, pairs, nodes, touched, counters, a, b, delta, w, fk, step):
-    """Add ``delta`` to the count of pair (a, b) seen in word ``w`` at first-key ``fk``.
-
-    ``counters`` is int64[3]: number of pairs, list nodes and touched pairs so far; the
-    caller has made room for the new rows. A positive delta records the word in the
-    pair's list and may lower its first occurrence; a negative one marks the first
-    occurrence stale when it removes exactly that occurrence.
-    """
-    key = pair_key(a, b)
-    sl = table_slot(keys, key)
-    if keys[sl] == EMPTY:
-        keys[sl] = key
-        vals[sl] = counters[0]
-        _new_pair(pairs, counters[0], a, b)
-        counters[0] += 1
-    q = vals[sl]
-    pairs[q, P_COUNT] += delta
-    if delta > 0:
-        if pairs[q, P_LASTW] != w:
-            pairs[q, P_LASTW] = w
-            n = counters[1]
-            nodes[n, 0] = w
-            nodes[n, 1] = pairs[q, P_HEAD]
-            pairs[q, P_HEAD] = n
-            counters[1] = n + 1
-        if fk < pairs[q, P_FIRST]:
-            pairs[q, P_FIRST] = fk
-            pairs[q, P_DIRTY] = 0
-    elif fk == pairs[q, P_FIRST]:
-        pairs[q, P_DIRTY] = 1
-    if pairs[q, P_TOUCH] != step:
-        pairs[q, P_TOUCH] = step
-        touched[counters[2]] = q
-        counters[2] += 1
-
-
-@njit(cache=True, nogil=True)
 def _insert_token(bkeys, tok_off, tok_data, t):
     """Put token t (known to be absent) into the bytes -> id table."""
     h = _token_hash(tok_off, tok_data, t)
@@ -299,27 +281,263 @@ def _insert_token(bkeys, tok_off, tok_data, t):
     bkeys[i] = t
 
 
+# ---------------------------------------------------------------------------------------
+# The heap: rows (count, aux, slot), the highest priority at the top
+# ---------------------------------------------------------------------------------------
+
+
 @njit(cache=True, nogil=True)
-def _find_first(pairs, nodes, p, symbols, offsets, wlen, pos):
-    """Exact first occurrence key of pair p: min over its words of (word, unit offset)."""
-    a = pairs[p, P_LEFT]
-    b = pairs[p, P_RIGHT]
+def _higher(heap, i, j, tie_mode, tok_off, tok_data):
+    """True when heap entry i has strictly higher priority than entry j."""
+    if heap[i, H_COUNT] != heap[j, H_COUNT]:
+        return heap[i, H_COUNT] > heap[j, H_COUNT]
+    if tie_mode == TIE_BYTES:
+        ki = heap[i, H_AUX]
+        kj = heap[j, H_AUX]
+        c = _cmp_tokens(tok_off, tok_data, ki >> 32, kj >> 32)
+        if c == 0:
+            c = _cmp_tokens(tok_off, tok_data, ki & LOW32, kj & LOW32)
+        return c < 0
+    return heap[i, H_AUX] < heap[j, H_AUX]
+
+
+@njit(cache=True, nogil=True)
+def _swap(heap, i, j):
+    for k in range(N_HCOLS):
+        heap[i, k], heap[j, k] = heap[j, k], heap[i, k]
+
+
+@njit(cache=True, nogil=True)
+def _sift_up(heap, i, tie_mode, tok_off, tok_data):
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _higher(heap, i, parent, tie_mode, tok_off, tok_data):
+            break
+        _swap(heap, i, parent)
+        i = parent
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(heap, i, n, tie_mode, tok_off, tok_data):
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        best = left
+        right = left + 1
+        if right < n and _higher(heap, right, left, tie_mode, tok_off, tok_data):
+            best = right
+        if not _higher(heap, best, i, tie_mode, tok_off, tok_data):
+            break
+        _swap(heap, i, best)
+        i = best
+
+
+@njit(cache=True, nogil=True)
+def _push(heap, hn, count, aux, q, tie_mode, tok_off, tok_data):
+    """Push (count, aux, q) onto a heap of ``hn`` entries (room is made by the caller)."""
+    heap[hn, H_COUNT] = count
+    heap[hn, H_AUX] = aux
+    heap[hn, H_SLOT] = q
+    _sift_up(heap, hn, tie_mode, tok_off, tok_data)
+    return hn + 1
+
+
+@njit(cache=True, nogil=True)
+def _tie_key(rec, q, tie_mode, base_rank, n_base):
+    """Tie key of the pair in slot q (smaller wins; TIE_BYTES: the key, bytes compared)."""
+    key = rec[q, R_KEY]
+    if tie_mode == TIE_FIRST:
+        return rec[q, R_FIRST]
+    if tie_mode == TIE_BYTES:
+        return key
+    a = key >> 32
+    b = key & LOW32
+    ra = base_rank[a] if a < n_base else a
+    rb = base_rank[b] if b < n_base else b
+    return (np.int64(ra) << 32) | np.int64(rb)
+
+
+@njit(cache=True, nogil=True)
+def _eligible(rec, q, units, max_units):
+    """Whether the pair in slot q may be merged (its token is at most max_units long)."""
+    key = rec[q, R_KEY]
+    return units[key >> 32] + units[key & LOW32] <= max_units
+
+
+@njit(cache=True, nogil=True)
+def _choose_theta(rec, units, max_units, target, min_count):
+    """The heap's threshold: the largest power of two such that at least ``target``
+    eligible pairs have a count at or above it (1 if fewer), and never below min_count."""
+    hist = np.zeros(64, dtype=np.int64)
+    for q in range(rec.shape[0]):
+        if rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] > 0 and _eligible(rec, q, units, max_units):
+            c = rec[q, R_COUNT]
+            b = 0
+            while c > 1:
+                c >>= 1
+                b += 1
+            hist[b] += 1
+    theta = np.int64(1)
+    total = 0
+    for b in range(63, -1, -1):
+        total += hist[b]
+        if total >= target:
+            theta = np.int64(1) << b
+            break
+    return max(theta, min_count)
+
+
+@njit(cache=True, nogil=True)
+def _count_at_least(rec, units, max_units, theta):
+    """Eligible pairs with a count >= theta (> 0)."""
+    n = 0
+    for q in range(rec.shape[0]):
+        if (rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] >= theta and rec[q, R_COUNT] > 0
+                and _eligible(rec, q, units, max_units)):
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base, tok_off,
+               tok_data):
+    """Make ``heap`` hold every eligible pair with count >= theta (room made by the
+    caller); returns the number of entries."""
+    hn = 0
+    for q in range(rec.shape[0]):
+        if (rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] >= theta and rec[q, R_COUNT] > 0
+                and _eligible(rec, q, units, max_units)):
+            heap[hn, H_COUNT] = rec[q, R_COUNT]
+            heap[hn, H_AUX] = _tie_key(rec, q, tie_mode, base_rank, n_base)
+            heap[hn, H_SLOT] = q
+            hn += 1
+    for i in range(hn // 2 - 1, -1, -1):
+        _sift_down(heap, i, hn, tie_mode, tok_off, tok_data)
+    return hn
+
+
+# ---------------------------------------------------------------------------------------
+# Count deltas of a rewrite
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _lower(rec, key, c, fk):
+    """Take ``c`` from the count of pair ``key`` (present), an occurrence at first-key
+    ``fk`` gone; under TIE_FIRST, mark the first occurrence stale when it was that one."""
+    q = _probe(rec, key)
+    rec[q, R_COUNT] -= c
+    if rec.shape[1] > R_DIRTY and fk == rec[q, R_FIRST]:
+        rec[q, R_DIRTY] = 1
+
+
+@njit(cache=True, nogil=True)
+def _raise(rec, nodes, touched, counters, key, c, w, fk, stamp):
+    """Add ``c`` to the count of pair ``key`` seen in word ``w`` at first-key ``fk``.
+
+    ``counters`` is int64[3]: pairs, list nodes and raised pairs so far; the caller has
+    made room for the new rows. Records the word in the pair's list (once per word in a
+    row: a word appended last is not appended again) and the pair in ``touched`` (once
+    per merge: ``stamp``), and under TIE_FIRST may lower its first occurrence.
+    """
+    q = _probe(rec, key)
+    if rec[q, R_KEY] == EMPTY:
+        _init_record(rec, q, key)
+        counters[0] += 1
+    rec[q, R_COUNT] += c
+    mark = rec[q, R_MARK]
+    last = (np.int64(w) + 1) << 32
+    if mark & ~LOW32 != last:
+        n = counters[1]
+        nodes[n, 0] = w
+        nodes[n, 1] = rec[q, R_HEAD]
+        rec[q, R_HEAD] = n
+        counters[1] = n + 1
+        mark = last | (mark & LOW32)
+    if mark & LOW32 != stamp:
+        touched[counters[2]] = q
+        counters[2] += 1
+        mark = (mark & ~LOW32) | stamp
+    rec[q, R_MARK] = mark
+    if rec.shape[1] > R_DIRTY and fk < rec[q, R_FIRST]:
+        rec[q, R_FIRST] = fk
+        rec[q, R_DIRTY] = 0
+
+
+@njit(cache=True, nogil=True)
+def _find_first(rec, nodes, q, symbols, wr, pos):
+    """Exact first occurrence key of the pair in slot q: min over its words of (word,
+    unit offset)."""
+    key = rec[q, R_KEY]
+    a = key >> 32
+    b = key & LOW32
     best = NO_FIRST
-    node = pairs[p, P_HEAD]
+    node = rec[q, R_HEAD]
     while node != -1:
-        w = nodes[node, 0]
+        w = np.int64(nodes[node, 0])
         node = nodes[node, 1]
         if (w << 32) >= best:
             continue
-        s = offsets[w]
-        e = s + wlen[w]
-        for i in range(s, e - 1):
+        e = wr[w + 1, 0]
+        for i in range(wr[w, 0], e - 1):
+            if symbols[i + 1] < 0:
+                break
             if symbols[i] == a and symbols[i + 1] == b:
-                key = (w << 32) | np.int64(pos[i])
-                if key < best:
-                    best = key
+                fk = (w << 32) | np.int64(pos[i])
+                if fk < best:
+                    best = fk
                 break
     return best
+
+
+# ---------------------------------------------------------------------------------------
+# Setting up: the word rows, the pair table and the word index
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _word_rows(offsets, counts):
+    """``wr[n_words + 1, 2]``: each word's (start, count); the last row's start is the end."""
+    n_words = counts.shape[0]
+    wr = np.empty((n_words + 1, 2), dtype=np.int64)
+    for w in range(n_words):
+        wr[w, 0] = offsets[w]
+        wr[w, 1] = counts[w]
+    wr[n_words, 0] = offsets[n_words]
+    wr[n_words, 1] = 0
+    return wr
+
+
+@njit(cache=True, nogil=True)
+def _fill_index(rec, nodes, symbols, wr, n_rows):
+    """Second setup pass: lay each pair's words out as one consecutive run of nodes.
+
+    On entry ``rec[q, R_HEAD]`` holds the number of distinct words of pair q (the first
+    pass counted them). Each pair gets the next ``n`` rows; the words are written from the
+    run's end backwards, visiting the words last to first, so that a run lists its words
+    in increasing order and ``R_HEAD`` ends at the run's first row. ``R_MARK`` is left
+    holding the pair's first word (its list holds it: nothing is wrongly skipped later).
+    """
+    for r in range(n_rows):
+        nodes[r, 1] = r + 1
+    end = 0
+    for q in range(rec.shape[0]):
+        if rec[q, R_KEY] != EMPTY:
+            end += rec[q, R_HEAD]
+            nodes[end - 1, 1] = -1
+            rec[q, R_HEAD] = end
+            rec[q, R_MARK] = 0
+    n_words = wr.shape[0] - 1
+    for w in range(n_words - 1, -1, -1):
+        last = (np.int64(w) + 1) << 32
+        for i in range(wr[w, 0], wr[w + 1, 0] - 1):
+            q = _probe(rec, (np.int64(symbols[i]) << 32) | np.int64(symbols[i + 1]))
+            if rec[q, R_MARK] != last:
+                rec[q, R_MARK] = last
+                r = rec[q, R_HEAD] - 1
+                rec[q, R_HEAD] = r
+                nodes[r, 0] = w
 
 
 @njit(cache=True, nogil=True)
@@ -332,7 +550,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     symbols : int32[total]
         Base ids of all words, concatenated. Rewritten in place (pass a copy).
     offsets : int64[n_words + 1]
-        Word boundaries in ``symbols``; every word shorter than 2**31 units.
+        Word boundaries in ``symbols``; fewer than 2**31 words, each shorter than 2**31
+        units.
     counts : int64[n_words]
         Occurrences of each word (> 0). Words are in first-occurrence order.
     tok_off_base : int64[n_base + 1]
@@ -360,9 +579,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         ``progress[2]`` to STOPPED_MEMORY and records the bytes it would have held and
         the phase in ``progress[4]``, ``progress[5]``; the merges returned are then
         incomplete (the caller must not use them).
-    nodes : int64[cap, 2]
-        Scratch for the word index (contents ignored). Grown (copied) when too small:
-        pass ``word_index_rows(...)`` rows, allocated with np.empty, and it never is.
+    nodes : int32[cap, 2] or int64[cap, 2]
+        Scratch for the word index (contents ignored; int32 when ``cap`` < 2**31). Grown
+        (copied) when too small: pass ``word_index_rows(...)`` rows, allocated with
+        np.empty, and it never is.
     index_check_rows : int
         When the word index needs rows beyond those counted so far, the budget is checked
         (and its resident rows counted) for this many rows ahead at once (>= 1; the
@@ -380,18 +600,20 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     """
     n_words = counts.shape[0]
     n_base = tok_off_base.shape[0] - 1
-    # Budgeted bytes: wlen and stamp (8 per word), pos (4 per symbol), and the rows of the
-    # word index in use (16 each; the setup uses fewer than one per symbol).
-    fixed = 16 * n_words + 4 * symbols.shape[0]
-    index_rows = min(nodes.shape[0], max(16, symbols.shape[0]))
-    if not _fits(progress, 0, fixed + 16 * index_rows, 1):
+    first_mode = tie_mode == TIE_FIRST
+    ncols = N_RCOLS_FIRST if first_mode else N_RCOLS
+    node_bytes = _row_bytes(nodes)
+    # Budgeted bytes: the word rows (16 per word), the unit offsets (TIE_FIRST: 4 per
+    # symbol), then the pair table, the word index rows in use and the heap as they grow.
+    fixed = 16 * (n_words + 1) + (4 * symbols.shape[0] if first_mode else 0)
+    if not _fits(progress, 0, fixed + _table_bytes(1024, ncols), 1):
         return _no_merges()
-    wlen = np.empty(n_words, dtype=np.int64)
-    pos = np.empty(symbols.shape[0], dtype=np.int32)
-    for w in range(n_words):
-        wlen[w] = offsets[w + 1] - offsets[w]
-        for i in range(offsets[w], offsets[w + 1]):
-            pos[i] = i - offsets[w]
+    wr = _word_rows(offsets, counts)
+    pos = np.empty(symbols.shape[0] if first_mode else 0, dtype=np.int32)
+    if first_mode:
+        for w in range(n_words):
+            for i in range(offsets[w], offsets[w + 1]):
+                pos[i] = i - offsets[w]
 
     # Token bytes, lengths in units, and bytes -> id table (for reusing existing ids).
     # Every merge removes at least one symbol, so there are at most len(symbols) merges.
@@ -406,70 +628,58 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     for t in range(n_base):
         _insert_token(bkeys, tok_off, tok_data, t)
 
-    # Pair store and word index.
-    pairs = np.empty((1024, N_PCOLS), dtype=np.int64)
-    keys = np.full(table_capacity(1024), EMPTY, dtype=np.int64)
-    vals = np.zeros(keys.shape[0], dtype=np.int64)
+    # First pass: the pair table, with each pair's number of distinct words in R_HEAD.
+    rec = _new_table(table_capacity(1024), ncols)
     n_pairs = 0
-    n_nodes = 0
-
+    n_rows = 0
     for w in range(n_words):
         s = offsets[w]
         e = offsets[w + 1]
         if e - s < 2:
             continue
-        need = n_pairs + (e - s)
-        extra = _grow_bytes(pairs, need) + _rehash_bytes(keys, need) + _grow_bytes(
-            nodes, n_nodes + (e - s))
-        if extra and not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes
-                               + 16 * index_rows, extra, 1):
-            return _no_merges()
-        if need > pairs.shape[0]:
-            pairs = _grow_q(pairs, need)
-        if 2 * need > keys.shape[0]:
-            keys, vals = table_rehash(keys, vals, table_capacity(need))
-        nodes = _grow_q(nodes, n_nodes + (e - s))
+        extra = _rehash_bytes(rec, n_pairs + (e - s))
+        if extra:
+            if not _fits(progress, fixed + rec.nbytes, extra, 1):
+                return _no_merges()
+            rec = _rehash(rec, table_capacity(n_pairs + (e - s)))
         c = counts[w]
+        last = (np.int64(w) + 1) << 32
         for i in range(s, e - 1):
-            key = pair_key(symbols[i], symbols[i + 1])
-            slot = table_slot(keys, key)
-            if keys[slot] == EMPTY:
-                keys[slot] = key
-                vals[slot] = n_pairs
-                _new_pair(pairs, n_pairs, symbols[i], symbols[i + 1])
+            key = (np.int64(symbols[i]) << 32) | np.int64(symbols[i + 1])
+            q = _probe(rec, key)
+            if rec[q, R_KEY] == EMPTY:
+                _init_record(rec, q, key)
+                rec[q, R_HEAD] = 0
                 n_pairs += 1
-            p = vals[slot]
-            pairs[p, P_COUNT] += c
-            if pairs[p, P_LASTW] != w:
-                pairs[p, P_LASTW] = w
-                nodes[n_nodes, 0] = w
-                nodes[n_nodes, 1] = pairs[p, P_HEAD]
-                pairs[p, P_HEAD] = n_nodes
-                n_nodes += 1
-            fk = (np.int64(w) << 32) | np.int64(pos[i])
-            if fk < pairs[p, P_FIRST]:
-                pairs[p, P_FIRST] = fk
+            rec[q, R_COUNT] += c
+            if rec[q, R_MARK] != last:
+                rec[q, R_MARK] = last
+                rec[q, R_HEAD] += 1
+                n_rows += 1
+            if first_mode:
+                fk = (np.int64(w) << 32) | np.int64(i - s)
+                if fk < rec[q, R_FIRST]:
+                    rec[q, R_FIRST] = fk
 
-    # The heap: one entry per eligible pair to start with.
-    hcap = max(16, 2 * n_pairs)
-    index_rows = max(index_rows, n_nodes)
-    if not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes + 16 * index_rows,
-                 24 * hcap, 1):
+    # Second pass: the word index, each pair's initial words in one run of rows.
+    index_rows = max(16, n_rows)
+    extra = _grow_bytes(nodes, index_rows)
+    if not _fits(progress, fixed + rec.nbytes, extra + node_bytes * index_rows, 1):
         return _no_merges()
-    hc = np.empty(hcap, dtype=np.int64)
-    ha = np.empty(hcap, dtype=np.int64)
-    hp = np.empty(hcap, dtype=np.int64)
-    hn = 0
-    for p in range(n_pairs):
-        a = pairs[p, P_LEFT]
-        b = pairs[p, P_RIGHT]
-        if pairs[p, P_COUNT] > 0 and units[a] + units[b] <= max_units:
-            hc[hn] = pairs[p, P_COUNT]
-            ha[hn] = _rank_aux(pairs, p, tie_mode, base_rank, n_base)
-            hp[hn] = p
-            hn += 1
-    for i in range(hn // 2 - 1, -1, -1):
-        _sift_down(hc, ha, hp, i, hn, tie_mode, pairs, tok_off, tok_data)
+    nodes = _grow_q(nodes, index_rows)
+    _fill_index(rec, nodes, symbols, wr, n_rows)
+
+    # The heap: the pairs with a count >= theta, about twice the merges still to do.
+    remaining = min(max_merges, max(0, max_ids - n_ids))
+    theta = _choose_theta(rec, units, max_units, max(1024, 2 * min(remaining, n_pairs)),
+                          min_count)
+    hcap = max(16, 2 * _count_at_least(rec, units, max_units, theta))
+    held = fixed + rec.nbytes + node_bytes * index_rows
+    if not _fits(progress, held, 8 * N_HCOLS * hcap, 1):
+        return _no_merges()
+    heap = np.empty((hcap, N_HCOLS), dtype=np.int64)
+    hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base, tok_off,
+                    tok_data)
 
     out_merges = np.empty((cap_ids, 2), dtype=np.int32)
     out_ids = np.empty(out_merges.shape[0], dtype=np.int32)
@@ -477,7 +687,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     n_merges = 0
     touched = np.empty(1024, dtype=np.int64)
     counters = np.zeros(3, dtype=np.int64)
-    stamp = np.full(n_words, -1, dtype=np.int64)
+    n_nodes = n_rows
     out_of_memory = False
 
     while n_merges < max_merges and n_ids < max_ids:
@@ -486,36 +696,53 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             break
         # Pop until the top entry is the true priority of its pair.
         best = -1
-        while hn > 0:
-            c = hc[0]
-            aux = ha[0]
-            p = hp[0]
+        while True:
+            if hn == 0:
+                if theta <= min_count:
+                    break  # every eligible pair left is below min_count
+                remaining = min(max_merges - n_merges, max_ids - n_ids)
+                new_theta = _choose_theta(rec, units, max_units,
+                                          max(1024, 2 * min(remaining, n_pairs)), min_count)
+                # No eligible pair is left at or above theta (each has an entry): lower it.
+                theta = max(min(new_theta, theta - 1), min_count)
+                need = _count_at_least(rec, units, max_units, theta)
+                if need == 0 and theta <= min_count:
+                    break
+                extra = _grow_bytes(heap, need)
+                if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes
+                                       + heap.nbytes + node_bytes * index_rows, extra, 2):
+                    out_of_memory = True
+                    break
+                heap = _grow_q(heap, need)
+                hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank,
+                                n_base, tok_off, tok_data)
+                continue
+            c = heap[0, H_COUNT]
+            aux = heap[0, H_AUX]
+            p = heap[0, H_SLOT]
             hn -= 1
             if hn > 0:
-                _swap(hc, ha, hp, 0, hn)
-                _sift_down(hc, ha, hp, 0, hn, tie_mode, pairs, tok_off, tok_data)
-            cur = pairs[p, P_COUNT]
-            if cur <= 0:
-                continue
-            if tie_mode == TIE_FIRST and pairs[p, P_DIRTY] != 0:
-                pairs[p, P_FIRST] = _find_first(pairs, nodes, p, symbols, offsets, wlen, pos)
-                pairs[p, P_DIRTY] = 0
-            true_aux = _rank_aux(pairs, p, tie_mode, base_rank, n_base)
+                _swap(heap, 0, hn)
+                _sift_down(heap, 0, hn, tie_mode, tok_off, tok_data)
+            cur = rec[p, R_COUNT]
+            if cur < theta or cur <= 0 or cur > c:
+                continue  # below the heap's threshold, or a higher entry of p is queued
+            if first_mode and rec[p, R_DIRTY] != 0:
+                rec[p, R_FIRST] = _find_first(rec, nodes, p, symbols, wr, pos)
+                rec[p, R_DIRTY] = 0
+            true_aux = _tie_key(rec, p, tie_mode, base_rank, n_base)
             if cur != c or true_aux != aux:
-                hc[hn] = cur
-                ha[hn] = true_aux
-                hp[hn] = p
-                hn += 1
-                _sift_up(hc, ha, hp, hn - 1, tie_mode, pairs, tok_off, tok_data)
+                hn = _push(heap, hn, cur, true_aux, p, tie_mode, tok_off, tok_data)
                 continue
             best = p
             break
-        if best < 0 or pairs[best, P_COUNT] < min_count:
+        if out_of_memory or best < 0 or rec[best, R_COUNT] < min_count:
             break
 
-        A = pairs[best, P_LEFT]
-        B = pairs[best, P_RIGHT]
-        count = pairs[best, P_COUNT]
+        best_key = rec[best, R_KEY]
+        A = best_key >> 32
+        B = best_key & LOW32
+        count = rec[best, R_COUNT]
 
         # The merged token: reuse the id of identical bytes, else a new id.
         h = _token_hash(tok_off, tok_data, A)
@@ -554,104 +781,118 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         out_counts[n_merges] = count
 
         # Rewrite every word that contains (A, B), applying neighbour deltas.
+        stamp = n_merges % STAMP_PERIOD + 1
+        if stamp == 1 and n_merges > 0:  # the stamps restart: forget the old ones
+            for q in range(rec.shape[0]):
+                rec[q, R_MARK] &= ~LOW32
         counters[0] = n_pairs
         counters[1] = n_nodes
         counters[2] = 0
-        node = pairs[best, P_HEAD]
+        rehashed = False
+        node = rec[best, R_HEAD]
         while node != -1:
-            w = nodes[node, 0]
+            w = np.int64(nodes[node, 0])
             node = nodes[node, 1]
-            if stamp[w] == n_merges:
-                continue
-            stamp[w] = n_merges
-            s = offsets[w]
-            e = s + wlen[w]
-            # Make room for the at most 2 new pairs, nodes and 4 touches per occurrence.
+            s = wr[w, 0]
+            e = wr[w + 1, 0]
+            # Room for the at most 2 new pairs, nodes and touches per occurrence.
             need = counters[0] + (e - s) + 2
             need_rows = counters[1] + (e - s) + 2
-            extra = (_grow_bytes(pairs, need) + _rehash_bytes(keys, need)
-                     + _grow_bytes(nodes, need_rows)
-                     + _grow_bytes(touched, counters[2] + 4 * (e - s) + 4))
-            more_rows = 0
-            if need_rows > index_rows:  # new index rows become resident: count a block
-                more_rows = max(need_rows, min(index_rows + index_check_rows,
-                                               nodes.shape[0])) - index_rows
-            if (extra or more_rows) and not _fits(
-                    progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes + touched.nbytes
-                    + 3 * hc.nbytes + 16 * index_rows, extra + 16 * more_rows, 2):
-                out_of_memory = True
-                break
-            index_rows += more_rows
-            if need > pairs.shape[0]:
-                pairs = _grow_q(pairs, need)
-            if 2 * need > keys.shape[0]:
-                keys, vals = table_rehash(keys, vals, table_capacity(need))
-            nodes = _grow_q(nodes, counters[1] + (e - s) + 2)
-            touched = _grow_q(touched, counters[2] + 4 * (e - s) + 4)
-            c = counts[w]
-            wkey = np.int64(w) << 32
+            need_touched = counters[2] + 2 * (e - s) + 2
+            if (2 * need > rec.shape[0] or need_rows > index_rows
+                    or need_touched > touched.shape[0]):
+                extra = (_rehash_bytes(rec, need) + _grow_bytes(nodes, need_rows)
+                         + _grow_bytes(touched, need_touched))
+                more_rows = 0
+                if need_rows > index_rows:  # new index rows become resident: count a block
+                    more_rows = max(need_rows, min(index_rows + index_check_rows,
+                                                   nodes.shape[0])) - index_rows
+                if (extra or more_rows) and not _fits(
+                        progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
+                        + node_bytes * index_rows, extra + node_bytes * more_rows, 2):
+                    out_of_memory = True
+                    break
+                index_rows += more_rows
+                if 2 * need > rec.shape[0]:
+                    # Records move: keep the raised pairs and the merged one by key.
+                    for k in range(counters[2]):
+                        touched[k] = rec[touched[k], R_KEY]
+                    rec = _rehash(rec, table_capacity(need))
+                    for k in range(counters[2]):
+                        touched[k] = _probe(rec, touched[k])
+                    best = _probe(rec, best_key)
+                    rehashed = True
+                nodes = _grow_q(nodes, need_rows)
+                touched = _grow_q(touched, need_touched)
+            c = wr[w, 1]
+            wkey = w << 32
             i = s
             o = s
             while i < e:
-                if i + 1 < e and symbols[i] == A and symbols[i + 1] == B:
+                x = symbols[i]
+                if x < 0:
+                    break  # the end of a word that merges shortened
+                if x == A and i + 1 < e and symbols[i + 1] == B:
                     if o > s:
                         # (left, A) disappears and (left, X) appears, both starting at left.
-                        left = symbols[o - 1]
-                        fk = wkey | np.int64(pos[o - 1])
+                        left = np.int64(symbols[o - 1])
+                        fk = wkey | np.int64(pos[o - 1]) if first_mode else 0
                         if not (left == A and A == B):
-                            _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                         left, A, -c, w, fk, n_merges)
-                        _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                     left, X, c, w, fk, n_merges)
-                    if i + 2 < e:
+                            _lower(rec, (left << 32) | A, c, fk)
+                        _raise(rec, nodes, touched, counters, (left << 32) | X, c, w, fk, stamp)
+                    if i + 2 < e and symbols[i + 2] >= 0:
                         # (B, right) disappears (it started at B); (X, right) appears at X.
-                        right = symbols[i + 2]
+                        right = np.int64(symbols[i + 2])
                         if not (B == A and right == B):
-                            _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                         B, right, -c, w, wkey | np.int64(pos[i + 1]), n_merges)
-                        _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                     X, right, c, w, wkey | np.int64(pos[i]), n_merges)
+                            _lower(rec, (B << 32) | right, c,
+                                   wkey | np.int64(pos[i + 1]) if first_mode else 0)
+                        _raise(rec, nodes, touched, counters, (np.int64(X) << 32) | right, c,
+                               w, wkey | np.int64(pos[i]) if first_mode else 0, stamp)
                     symbols[o] = X
-                    pos[o] = pos[i]
+                    if first_mode:
+                        pos[o] = pos[i]
                     o += 1
                     i += 2
                 else:
-                    symbols[o] = symbols[i]
-                    pos[o] = pos[i]
+                    if o != i:
+                        symbols[o] = x
+                        if first_mode:
+                            pos[o] = pos[i]
                     o += 1
                     i += 1
-            wlen[w] = o - s
+            if o < i:
+                symbols[o] = -1
         n_pairs = counters[0]
         n_nodes = counters[1]
         n_touched = counters[2]
         if out_of_memory:  # this merge's rewrite is incomplete: stop (the caller raises)
             break
 
-        pairs[best, P_COUNT] = 0
+        rec[best, R_COUNT] = 0
         n_merges += 1
         progress[0] = n_merges
 
-        # Push the new priority of every pair this merge changed.
-        extra = 3 * _grow_bytes(hc, hn + n_touched)
-        if extra and not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes
-                               + touched.nbytes + 3 * hc.nbytes + 16 * index_rows, extra, 2):
+        if rehashed:  # the heap's slots are stale: rebuild it from the table
+            need = _count_at_least(rec, units, max_units, theta)
+            extra = _grow_bytes(heap, need)
+            if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
+                                   + node_bytes * index_rows, extra, 2):
+                break  # the caller raises: the merges returned are not used
+            heap = _grow_q(heap, need)
+            hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base,
+                            tok_off, tok_data)
+            continue
+        # Push the new priority of every pair this merge raised.
+        extra = _grow_bytes(heap, hn + n_touched)
+        if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
+                               + node_bytes * index_rows, extra, 2):
             break  # the caller raises: the merges returned are not used
-        if hn + n_touched > hc.shape[0]:
-            hc = _grow_q(hc, hn + n_touched)
-            ha = _grow_q(ha, hn + n_touched)
-            hp = _grow_q(hp, hn + n_touched)
+        heap = _grow_q(heap, hn + n_touched)
         for k in range(n_touched):
             q = touched[k]
-            if pairs[q, P_COUNT] <= 0:
-                continue
-            a = pairs[q, P_LEFT]
-            b = pairs[q, P_RIGHT]
-            if units[a] + units[b] > max_units:
-                continue
-            hc[hn] = pairs[q, P_COUNT]
-            ha[hn] = _rank_aux(pairs, q, tie_mode, base_rank, n_base)
-            hp[hn] = q
-            hn += 1
-            _sift_up(hc, ha, hp, hn - 1, tie_mode, pairs, tok_off, tok_data)
+            if rec[q, R_COUNT] >= theta and _eligible(rec, q, units, max_units):
+                hn = _push(heap, hn, rec[q, R_COUNT], _tie_key(rec, q, tie_mode, base_rank,
+                                                                 n_base), q, tie_mode,
+                           tok_off, tok_data)
 
     return out_merges[:n_merges].copy(), out_ids[:n_merges].copy(), out_counts[:n_merges].copy()
