@@ -38,7 +38,9 @@ do not depend on the order in which words or pairs are visited.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from .hashing import (
     EMPTY,
@@ -84,6 +86,41 @@ PROG_NEED = 4  # set when the kernel stopped for memory: the bytes it would have
 PROG_PHASE = 5  # ... and where: 1 setting up (first pair count), 2 merging
 STOPPED_ASKED = 1  # progress[2] values: stopped at the caller's request
 STOPPED_MEMORY = 2  # ... or because an allocation would exceed progress[PROG_BUDGET]
+
+
+def prefetch(arr, i):
+    """Hint to the CPU that ``arr[i]`` (1-d) will be read soon. A no-op in Python (under
+    ``NUMBA_DISABLE_JIT=1``); compiled, one prefetch instruction, which never faults (an
+    index past the end is harmless)."""
+
+
+@intrinsic
+def _prefetch_address(typingctx, arr, i):
+    """``llvm.prefetch`` of ``&arr[i]`` (read, keep in all cache levels)."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        index = context.cast(builder, args[1], sig.args[1], types.intp)
+        ir = cgutils.ir
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        address = builder.bitcast(builder.gep(ary.data, [index]), byte_ptr)
+        builder.call(fn, [address, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen
+
+
+@overload(prefetch, jit_options={"cache": True, "nogil": True})
+def _prefetch_jit(arr, i):
+    def impl(arr, i):
+        _prefetch_address(arr, i)
+
+    return impl
 
 
 def word_index_rows(n_symbols, n_words, max_word_len):
@@ -366,26 +403,69 @@ def _eligible(rec, q, units, max_units):
 
 
 @njit(cache=True, nogil=True)
+def _heap_target(merges_left, n_pairs):
+    """How many pairs the heap should hold: twice the merges still to do (at least 1024).
+
+    Every merge pops one pair, and rises push others above the threshold, so the heap
+    rarely runs dry (a rebuild scans the whole table) while it stays small enough for the
+    caches (at 32K merges, a tenth of the 1.2 GB Linux table's 900K pairs)."""
+    return max(1024, 2 * min(merges_left, n_pairs))
+
+
+@njit(cache=True, nogil=True)
+def _log2(c):
+    """floor(log2(c)) for c >= 1."""
+    b = 0
+    while c > 1:
+        c >>= 1
+        b += 1
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _power_above(hist, target):
+    """The largest power of two 2**b with at least ``target`` counts at or above it in
+    ``hist`` (counts by floor(log2)); 1 when there are fewer."""
+    total = 0
+    for b in range(63, -1, -1):
+        total += hist[b]
+        if total >= target:
+            return np.int64(1) << b
+    return np.int64(1)
+
+
+@njit(cache=True, nogil=True)
 def _choose_theta(rec, units, max_units, target, min_count):
     """The heap's threshold: the largest power of two such that at least ``target``
     eligible pairs have a count at or above it (1 if fewer), and never below min_count."""
     hist = np.zeros(64, dtype=np.int64)
     for q in range(rec.shape[0]):
         if rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] > 0 and _eligible(rec, q, units, max_units):
-            c = rec[q, R_COUNT]
-            b = 0
-            while c > 1:
-                c >>= 1
-                b += 1
-            hist[b] += 1
-    theta = np.int64(1)
-    total = 0
-    for b in range(63, -1, -1):
-        total += hist[b]
-        if total >= target:
-            theta = np.int64(1) << b
-            break
-    return max(theta, min_count)
+            hist[_log2(rec[q, R_COUNT])] += 1
+    return max(_power_above(hist, target), min_count)
+
+
+@njit(cache=True, nogil=True)
+def _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data):
+    """Raise the threshold to the largest power of two at which ``target`` entries are
+    still at or above it, drop the entries below it and re-heapify: returns (entries,
+    threshold). Safe at any time: a pair whose count is at or above the new threshold has
+    an entry at least as high, which stays."""
+    hist = np.zeros(64, dtype=np.int64)
+    for i in range(hn):
+        hist[_log2(heap[i, H_COUNT])] += 1
+    new = _power_above(hist, target)
+    if new <= theta:
+        return hn, theta
+    k = 0
+    for i in range(hn):
+        if heap[i, H_COUNT] >= new:
+            for j in range(N_HCOLS):
+                heap[k, j] = heap[i, j]
+            k += 1
+    for i in range(k // 2 - 1, -1, -1):
+        _sift_down(heap, i, k, tie_mode, tok_off, tok_data)
+    return k, new
 
 
 @njit(cache=True, nogil=True)
@@ -542,7 +622,8 @@ def _fill_index(rec, nodes, symbols, wr, n_rows):
 
 @njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
-                 max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows):
+                 max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows,
+                 lookahead=16):
     """Learn up to ``max_merges`` merges from a word-frequency table.
 
     Parameters
@@ -587,6 +668,9 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         When the word index needs rows beyond those counted so far, the budget is checked
         (and its resident rows counted) for this many rows ahead at once (>= 1; the
         Python side passes ``merge_loop.INDEX_CHECK_ROWS``).
+    lookahead : int
+        How many words ahead of the one being rewritten are prefetched (>= 1; the Python
+        side passes ``merge_loop.LOOKAHEAD_WORDS``).
 
     Returns
     -------
@@ -670,9 +754,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     _fill_index(rec, nodes, symbols, wr, n_rows)
 
     # The heap: the pairs with a count >= theta, about twice the merges still to do.
-    remaining = min(max_merges, max(0, max_ids - n_ids))
-    theta = _choose_theta(rec, units, max_units, max(1024, 2 * min(remaining, n_pairs)),
-                          min_count)
+    theta = _choose_theta(rec, units, max_units,
+                          _heap_target(min(max_merges, max_ids - n_ids), n_pairs), min_count)
     hcap = max(16, 2 * _count_at_least(rec, units, max_units, theta))
     held = fixed + rec.nbytes + node_bytes * index_rows
     if not _fits(progress, held, 8 * N_HCOLS * hcap, 1):
@@ -689,6 +772,13 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     counters = np.zeros(3, dtype=np.int64)
     n_nodes = n_rows
     out_of_memory = False
+    raise_at = 0
+    ring_mask = 1
+    while ring_mask < lookahead:
+        ring_mask = 2 * ring_mask + 1
+    ring = np.empty(ring_mask + 1, dtype=np.int64)
+    half = lookahead // 2
+    wr_flat = wr.reshape(-1)
 
     while n_merges < max_merges and n_ids < max_ids:
         if progress[1] != 0:
@@ -700,9 +790,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             if hn == 0:
                 if theta <= min_count:
                     break  # every eligible pair left is below min_count
-                remaining = min(max_merges - n_merges, max_ids - n_ids)
-                new_theta = _choose_theta(rec, units, max_units,
-                                          max(1024, 2 * min(remaining, n_pairs)), min_count)
+                target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs)
+                new_theta = _choose_theta(rec, units, max_units, target, min_count)
                 # No eligible pair is left at or above theta (each has an entry): lower it.
                 theta = max(min(new_theta, theta - 1), min_count)
                 need = _count_at_least(rec, units, max_units, theta)
@@ -789,10 +878,25 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         counters[1] = n_nodes
         counters[2] = 0
         rehashed = False
-        node = rec[best, R_HEAD]
-        while node != -1:
-            w = np.int64(nodes[node, 0])
-            node = nodes[node, 1]
+        # The words are visited through a ring of the next ``lookahead`` ones: a word's row
+        # is prefetched when it enters the ring, its symbols half way through, so that the
+        # misses of many words overlap instead of following each other.
+        lead = rec[best, R_HEAD]
+        n_seen = 0
+        n_done = 0
+        while True:
+            while lead != -1 and n_seen - n_done < lookahead:
+                w = np.int64(nodes[lead, 0])
+                lead = nodes[lead, 1]
+                ring[n_seen & ring_mask] = w
+                prefetch(wr_flat, 2 * w)
+                n_seen += 1
+            if n_done == n_seen:
+                break
+            if n_done + half < n_seen:
+                prefetch(symbols, wr[ring[(n_done + half) & ring_mask], 0])
+            w = ring[n_done & ring_mask]
+            n_done += 1
             s = wr[w, 0]
             e = wr[w + 1, 0]
             # Room for the at most 2 new pairs, nodes and touches per occurrence.
@@ -894,5 +998,9 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                 hn = _push(heap, hn, rec[q, R_COUNT], _tie_key(rec, q, tie_mode, base_rank,
                                                                  n_base), q, tie_mode,
                            tok_off, tok_data)
+        target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs)
+        if hn > max(4 * target, raise_at):  # mostly pairs too rare to be merged
+            hn, theta = _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data)
+            raise_at = 2 * hn  # not again before it doubles (it may not have shrunk)
 
     return out_merges[:n_merges].copy(), out_ids[:n_merges].copy(), out_counts[:n_merges].copy()
