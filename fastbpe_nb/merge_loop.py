@@ -25,6 +25,9 @@ INDEX_CHECK_ROWS = 1 << 20
 #: Measured on the 1.2 GB Linux table (vocab 32768): 8, 16 and 32 within noise of each
 #: other, all ~35% below none.
 LOOKAHEAD_WORDS = 16
+#: The fewest pairs the merge kernel's heap holds (``train_merges``' ``heap_floor``): it is
+#: refilled from the whole table when it runs dry, so not too few.
+HEAP_FLOOR = 1024
 
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
@@ -56,7 +59,8 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
                              np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
                              UNLIMITED, 1, UNLIMITED, np.zeros(6, np.int64),
-                             np.empty((16, 2), np.int32), INDEX_CHECK_ROWS, LOOKAHEAD_WORDS)
+                             np.empty((16, 2), np.int32), INDEX_CHECK_ROWS, LOOKAHEAD_WORDS,
+                             HEAP_FLOOR)
         in_use = rss_bytes()
         shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
     bar = None
@@ -90,7 +94,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
             max_merges, max_ids, min_count, max_units, shared, nodes, INDEX_CHECK_ROWS,
-            LOOKAHEAD_WORDS, poll=show_progress, on_interrupt=ask_to_stop,
+            LOOKAHEAD_WORDS, HEAP_FLOOR, poll=show_progress, on_interrupt=ask_to_stop,
         )
     finally:
         del nodes
@@ -119,16 +123,19 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
 #:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
 #:                                    through int64 index arrays) before the copy path
 #:   int32 symbols   4.0 B/S          estimate 4 B/S
-#:   merge setup    20.3 B/S          at 4 merges; estimate 20 B/S + 16 B/W (pos, wlen,
-#:                                    stamp, the word index's first rows)
-#:   merging        62.7 / 75.6 B/S   at 4,744 / 19,744 merges: the word index (16 B per
-#:                                    node, ~2 nodes per symbol), pair store and table,
-#:                                    heap; the kernel counts them as they grow
+#:   merge setup    12.5 B/S          at 4 merges; estimate 12 B/S + 20 B/W (the word
+#:                                    rows, 16 B/W; the word index's first rows, 8 B per
+#:                                    pair of a word, < 1 per symbol; pos for 'first', 4
+#:                                    B/S); it was 20.3 B/S with 16-byte nodes, wlen, stamp
+#:   merging        28.6 / 40.0 B/S   at 4,744 / 19,744 merges: the pair table grows with
+#:                                    the merges, the word index hardly (the merged pairs'
+#:                                    nodes are reused); the kernel counts them as they
+#:                                    grow. It was 62.7 / 75.6 B/S before.
 #: The counter (131 B/W here) is freed before merging; it used to stay alive throughout.
 PHASE_BYTES = {
     "word table": (1, 17),
     "int32 symbols": (4, 0),
-    "merge setup": (20, 16),  # + the int32 symbols, already held
+    "merge setup": (12, 20),  # + the int32 symbols, already held
 }
 #: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
 #: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,

@@ -14,14 +14,20 @@ each word occurs), words in order of first occurrence. The kernel
 The merge loop is bound by memory latency (a merge touches words and pairs all over the
 table), so the layout aims at one cache miss per step:
 
-- Pair records live *in* the open-addressing table (``rec[cap, R_*]``, slot = pair id): a
-  probe lands on the record itself (key, count, word list, marks), not on an index of it.
+- Pair records live *in* the open-addressing table (``rec[cap, R_*]``, at most 3/4
+  full): a probe lands on the record itself (key, count, word list, marks), not on an
+  index of it. Records move (the table grows, dead pairs are deleted), so everything
+  else names a pair by its key.
 - A word is one row of ``wr`` (start, count); its end is the next row's start, or the
   first ``-1`` written after it when merges shortened it (no length array).
 - The pair -> words index is a linked list of ``(word, next)`` nodes per pair. The setup
   lays each pair's initial words out as one consecutive run of nodes, so the lists that
   the first (largest) merges walk are read front to back; later words are prepended. A
   list may hold words that no longer contain the pair, which the rewrite skips.
+- The words of a merged pair's list are read ahead and prefetched (``lookahead``), so
+  that the misses of many words overlap.
+- Memory is reused: a merged pair's list nodes feed the lists its merge creates, and dead
+  pairs (count 0: they occur nowhere) are deleted when the table fills.
 - The heap holds only the pairs whose count is at least ``theta``, chosen so that about
   twice the merges still to do are in it (a small heap stays in cache); when it empties,
   ``theta`` is lowered and the heap rebuilt from the table.
@@ -74,10 +80,19 @@ LOW32 = np.int64(0xFFFFFFFF)
 #: Merge stamps in R_MARK's low half run 1 .. STAMP_PERIOD and then restart (all cleared).
 STAMP_PERIOD = np.int64(1 << 31)
 
+# Slots of the rewrite's ``counters`` (int64[N_COUNTERS]).
+C_PAIRS = 0  # records in the table (live or dead)
+C_ROWS = 1  # word index rows ever used (the next new one)
+C_TOUCHED = 2  # pairs raised by this merge (entries of ``touched``)
+C_FREE = 3  # next reusable node of the list being merged, -1 when none
+C_LEAD = 4  # the next node the read-ahead reads there (not reusable yet), -1 at its end
+C_SPARE = 5  # chain of reusable nodes left over by earlier merges, -1 when none
+N_COUNTERS = 6
+
 # Columns of a heap entry.
 H_COUNT = 0  # the pair's count when pushed
 H_AUX = 1  # its tie key when pushed (TIE_BYTES: the pair key; the bytes are compared)
-H_SLOT = 2  # its slot in the pair table
+H_KEY = 2  # the pair (its key: records move in the table, see _delete)
 N_HCOLS = 3
 
 # ``progress`` slots beyond the first three (optional: a caller may pass int64[3]).
@@ -86,6 +101,13 @@ PROG_NEED = 4  # set when the kernel stopped for memory: the bytes it would have
 PROG_PHASE = 5  # ... and where: 1 setting up (first pair count), 2 merging
 STOPPED_ASKED = 1  # progress[2] values: stopped at the caller's request
 STOPPED_MEMORY = 2  # ... or because an allocation would exceed progress[PROG_BUDGET]
+# Counts of the merge loop's rarer events, kept when ``progress`` has these slots (tests
+# check that their cases reach each path).
+PROG_REBUILDS = 6  # the heap ran dry: threshold lowered, heap refilled from the table
+PROG_RAISES = 7  # the heap filled with rare pairs: threshold raised, entries below dropped
+PROG_PURGES = 8  # the pair table filled: its dead records deleted in place
+PROG_GROWS = 9  # the pair table filled: grown (copied, dead records left behind)
+N_PROGRESS = 10
 
 
 def prefetch(arr, i):
@@ -187,6 +209,13 @@ def _fits(progress, held, extra, phase):
 
 
 @njit(cache=True, nogil=True)
+def _event(progress, slot):
+    """Count one event in ``progress[slot]`` when the caller passed that slot."""
+    if progress.shape[0] > slot:
+        progress[slot] += 1
+
+
+@njit(cache=True, nogil=True)
 def _no_merges():
     return np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
 
@@ -235,12 +264,68 @@ def _init_record(rec, q, key):
 
 
 @njit(cache=True, nogil=True)
+def _delete(rec, i):
+    """Remove the record in slot i (backward-shift deletion: the records after it in its
+    probe run move back where they belong, so no tombstone is left and probes stay
+    short). Records move: nothing may hold a slot across a deletion."""
+    mask = rec.shape[0] - 1
+    j = i
+    while True:
+        j = (j + 1) & mask
+        key = rec[j, R_KEY]
+        if key == EMPTY:
+            break
+        home = _pair_hash(key) & mask
+        # It stays when its home lies in (i, j] (cyclically): its probe never passes i.
+        stays = (i < home <= j) if i < j else (home > i or home <= j)
+        if not stays:
+            for k in range(rec.shape[1]):
+                rec[i, k] = rec[j, k]
+            i = j
+    rec[i, R_KEY] = EMPTY
+
+
+@njit(cache=True, nogil=True)
+def _count_dead(rec):
+    """Records whose count is 0 (dead pairs, not deleted yet)."""
+    n = 0
+    for i in range(rec.shape[0]):
+        if rec[i, R_KEY] != EMPTY and rec[i, R_COUNT] == 0:
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _purge(rec):
+    """Delete every dead record (count 0) in place; returns how many were deleted.
+
+    Scanning up, a deletion only moves records from later slots (or, past the end, from
+    the first slots, already scanned and kept) into the hole, which is checked again."""
+    n = 0
+    for i in range(rec.shape[0]):
+        while rec[i, R_KEY] != EMPTY and rec[i, R_COUNT] == 0:
+            _delete(rec, i)
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _pair_capacity(n_pairs):
+    """Smallest power of two (>= 16) at most 3/4 full with ``n_pairs`` pairs."""
+    cap = 16
+    while 4 * n_pairs > 3 * cap:
+        cap *= 2
+    return cap
+
+
+@njit(cache=True, nogil=True)
 def _rehash(rec, cap):
-    """The table with ``cap`` slots (a power of two); records move, so slots change."""
+    """The table with ``cap`` slots (a power of two), without its dead records (count 0);
+    records move, so slots change."""
     out = _new_table(cap, rec.shape[1])
     for i in range(rec.shape[0]):
         key = rec[i, R_KEY]
-        if key != EMPTY:
+        if key != EMPTY and rec[i, R_COUNT] != 0:
             j = _probe(out, key)
             for k in range(rec.shape[1]):
                 out[j, k] = rec[i, k]
@@ -250,13 +335,13 @@ def _rehash(rec, cap):
 @njit(cache=True, nogil=True)
 def _table_bytes(n_pairs, ncols):
     """Bytes of a table of the capacity ``n_pairs`` pairs need."""
-    return table_capacity(n_pairs) * ncols * 8
+    return _pair_capacity(n_pairs) * ncols * 8
 
 
 @njit(cache=True, nogil=True)
 def _rehash_bytes(rec, n_pairs):
     """Bytes a rehash for ``n_pairs`` pairs would allocate (0 when ``rec`` has room)."""
-    if 2 * n_pairs <= rec.shape[0]:
+    if 4 * n_pairs <= 3 * rec.shape[0]:
         return 0
     return _table_bytes(n_pairs, rec.shape[1])
 
@@ -371,11 +456,11 @@ def _sift_down(heap, i, n, tie_mode, tok_off, tok_data):
 
 
 @njit(cache=True, nogil=True)
-def _push(heap, hn, count, aux, q, tie_mode, tok_off, tok_data):
-    """Push (count, aux, q) onto a heap of ``hn`` entries (room is made by the caller)."""
+def _push(heap, hn, count, aux, key, tie_mode, tok_off, tok_data):
+    """Push (count, aux, key) onto a heap of ``hn`` entries (room is made by the caller)."""
     heap[hn, H_COUNT] = count
     heap[hn, H_AUX] = aux
-    heap[hn, H_SLOT] = q
+    heap[hn, H_KEY] = key
     _sift_up(heap, hn, tie_mode, tok_off, tok_data)
     return hn + 1
 
@@ -403,13 +488,14 @@ def _eligible(rec, q, units, max_units):
 
 
 @njit(cache=True, nogil=True)
-def _heap_target(merges_left, n_pairs):
-    """How many pairs the heap should hold: twice the merges still to do (at least 1024).
+def _heap_target(merges_left, n_pairs, floor):
+    """How many pairs the heap should hold: twice the merges still to do, at least
+    ``floor`` (``train_merges``' ``heap_floor``).
 
     Every merge pops one pair, and rises push others above the threshold, so the heap
     rarely runs dry (a rebuild scans the whole table) while it stays small enough for the
     caches (at 32K merges, a tenth of the 1.2 GB Linux table's 900K pairs)."""
-    return max(1024, 2 * min(merges_left, n_pairs))
+    return max(floor, 2 * min(merges_left, n_pairs))
 
 
 @njit(cache=True, nogil=True)
@@ -490,7 +576,7 @@ def _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base, 
                 and _eligible(rec, q, units, max_units)):
             heap[hn, H_COUNT] = rec[q, R_COUNT]
             heap[hn, H_AUX] = _tie_key(rec, q, tie_mode, base_rank, n_base)
-            heap[hn, H_SLOT] = q
+            heap[hn, H_KEY] = rec[q, R_KEY]
             hn += 1
     for i in range(hn // 2 - 1, -1, -1):
         _sift_down(heap, i, hn, tie_mode, tok_off, tok_data)
@@ -505,7 +591,10 @@ def _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base, 
 @njit(cache=True, nogil=True)
 def _lower(rec, key, c, fk):
     """Take ``c`` from the count of pair ``key`` (present), an occurrence at first-key
-    ``fk`` gone; under TIE_FIRST, mark the first occurrence stale when it was that one."""
+    ``fk`` gone; under TIE_FIRST, mark the first occurrence stale when it was that one.
+    A pair whose count reaches 0 occurs nowhere any more: its record is dead, deleted
+    when the table fills (``_purge``). Not here, and not even counted here: either, in
+    the rewrite's inner loop, made all of it 10% slower (1.2 GB Linux table)."""
     q = _probe(rec, key)
     rec[q, R_COUNT] -= c
     if rec.shape[1] > R_DIRTY and fk == rec[q, R_FIRST]:
@@ -513,31 +602,57 @@ def _lower(rec, key, c, fk):
 
 
 @njit(cache=True, nogil=True)
+def _new_node(nodes, counters):
+    """A node for a word list: a recycled one, else the next new row.
+
+    The merged pair's list is dead once read (its count becomes 0, and a pair that comes
+    back starts a new list), so its nodes are reused: first those of the list being
+    merged that the read-ahead has passed (``C_FREE`` up to ``C_LEAD``, the next node it
+    reads), then the leftovers of earlier merges (``C_SPARE``), chained by their ``next``.
+    Without this, every merged occurrence added two rows for good (12.1M rows on the 1.2
+    GB Linux table, 5.6M of them the initial index; with it, about the initial index).
+    """
+    n = counters[C_FREE]
+    if n != -1 and n != counters[C_LEAD]:
+        counters[C_FREE] = nodes[n, 1]
+        return n
+    n = counters[C_SPARE]
+    if n != -1:
+        counters[C_SPARE] = nodes[n, 1]
+        return n
+    n = counters[C_ROWS]
+    counters[C_ROWS] = n + 1
+    return n
+
+
+@njit(cache=True, nogil=True)
 def _raise(rec, nodes, touched, counters, key, c, w, fk, stamp):
     """Add ``c`` to the count of pair ``key`` seen in word ``w`` at first-key ``fk``.
 
-    ``counters`` is int64[3]: pairs, list nodes and raised pairs so far; the caller has
-    made room for the new rows. Records the word in the pair's list (once per word in a
-    row: a word appended last is not appended again) and the pair in ``touched`` (once
-    per merge: ``stamp``), and under TIE_FIRST may lower its first occurrence.
+    ``counters`` (``C_*``): pairs, list rows and raised pairs so far, and the free node
+    chains (``_new_node``); the caller has made room for the new rows. Records the word
+    in the pair's list (once per word in a row: a word appended last is not appended
+    again) and the pair's key in ``touched`` (once per merge: ``stamp``), and under
+    TIE_FIRST may lower its first occurrence.
     """
     q = _probe(rec, key)
     if rec[q, R_KEY] == EMPTY:
         _init_record(rec, q, key)
-        counters[0] += 1
+        counters[C_PAIRS] += 1
+    elif rec[q, R_COUNT] == 0:  # a dead pair comes back: it starts afresh (its list
+        _init_record(rec, q, key)  # is stale, or recycled if it was merged)
     rec[q, R_COUNT] += c
     mark = rec[q, R_MARK]
     last = (np.int64(w) + 1) << 32
     if mark & ~LOW32 != last:
-        n = counters[1]
+        n = _new_node(nodes, counters)
         nodes[n, 0] = w
         nodes[n, 1] = rec[q, R_HEAD]
         rec[q, R_HEAD] = n
-        counters[1] = n + 1
         mark = last | (mark & LOW32)
     if mark & LOW32 != stamp:
-        touched[counters[2]] = q
-        counters[2] += 1
+        touched[counters[C_TOUCHED]] = key
+        counters[C_TOUCHED] += 1
         mark = (mark & ~LOW32) | stamp
     rec[q, R_MARK] = mark
     if rec.shape[1] > R_DIRTY and fk < rec[q, R_FIRST]:
@@ -623,7 +738,7 @@ def _fill_index(rec, nodes, symbols, wr, n_rows):
 @njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
                  max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows,
-                 lookahead=16):
+                 lookahead=16, heap_floor=1024):
     """Learn up to ``max_merges`` merges from a word-frequency table.
 
     Parameters
@@ -651,7 +766,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         Stop when the best pair occurs fewer times than this (>= 1).
     max_units : int
         A pair whose merged token would exceed this many base units is never merged.
-    progress : int64[3] or int64[6]
+    progress : int64[3], int64[6] or int64[N_PROGRESS]
         Shared with the caller while the kernel runs (it releases the GIL):
         ``progress[0]`` is set to the merges done so far; the caller sets ``progress[1]``
         to 1 to ask for an early stop, which the kernel acknowledges in ``progress[2]``.
@@ -659,7 +774,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         (0: none): before any allocation that would exceed it the kernel stops, sets
         ``progress[2]`` to STOPPED_MEMORY and records the bytes it would have held and
         the phase in ``progress[4]``, ``progress[5]``; the merges returned are then
-        incomplete (the caller must not use them).
+        incomplete (the caller must not use them). With N_PROGRESS slots, the slots from
+        PROG_REBUILDS on count the loop's rarer events.
     nodes : int32[cap, 2] or int64[cap, 2]
         Scratch for the word index (contents ignored; int32 when ``cap`` < 2**31). Grown
         (copied) when too small: pass ``word_index_rows(...)`` rows, allocated with
@@ -671,6 +787,11 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     lookahead : int
         How many words ahead of the one being rewritten are prefetched (>= 1; the Python
         side passes ``merge_loop.LOOKAHEAD_WORDS``).
+    heap_floor : int
+        The heap holds the pairs above a threshold chosen so that there are about twice
+        as many as merges still to do, and at least this many (>= 1; the Python side
+        passes ``merge_loop.HEAP_FLOOR``; tests pass 1 to reach the threshold's paths on
+        small tables).
 
     Returns
     -------
@@ -690,7 +811,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     # Budgeted bytes: the word rows (16 per word), the unit offsets (TIE_FIRST: 4 per
     # symbol), then the pair table, the word index rows in use and the heap as they grow.
     fixed = 16 * (n_words + 1) + (4 * symbols.shape[0] if first_mode else 0)
-    if not _fits(progress, 0, fixed + _table_bytes(1024, ncols), 1):
+    if not _fits(progress, 0, fixed + _table_bytes(1, ncols), 1):
         return _no_merges()
     wr = _word_rows(offsets, counts)
     pos = np.empty(symbols.shape[0] if first_mode else 0, dtype=np.int32)
@@ -713,7 +834,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         _insert_token(bkeys, tok_off, tok_data, t)
 
     # First pass: the pair table, with each pair's number of distinct words in R_HEAD.
-    rec = _new_table(table_capacity(1024), ncols)
+    rec = _new_table(_pair_capacity(1), ncols)
     n_pairs = 0
     n_rows = 0
     for w in range(n_words):
@@ -725,7 +846,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         if extra:
             if not _fits(progress, fixed + rec.nbytes, extra, 1):
                 return _no_merges()
-            rec = _rehash(rec, table_capacity(n_pairs + (e - s)))
+            rec = _rehash(rec, _pair_capacity(n_pairs + (e - s)))
         c = counts[w]
         last = (np.int64(w) + 1) << 32
         for i in range(s, e - 1):
@@ -755,7 +876,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
 
     # The heap: the pairs with a count >= theta, about twice the merges still to do.
     theta = _choose_theta(rec, units, max_units,
-                          _heap_target(min(max_merges, max_ids - n_ids), n_pairs), min_count)
+                          _heap_target(min(max_merges, max_ids - n_ids), n_pairs, heap_floor),
+                          min_count)
     hcap = max(16, 2 * _count_at_least(rec, units, max_units, theta))
     held = fixed + rec.nbytes + node_bytes * index_rows
     if not _fits(progress, held, 8 * N_HCOLS * hcap, 1):
@@ -769,7 +891,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     out_counts = np.empty(out_merges.shape[0], dtype=np.int64)
     n_merges = 0
     touched = np.empty(1024, dtype=np.int64)
-    counters = np.zeros(3, dtype=np.int64)
+    counters = np.zeros(N_COUNTERS, dtype=np.int64)
+    counters[C_SPARE] = -1
     n_nodes = n_rows
     out_of_memory = False
     raise_at = 0
@@ -790,7 +913,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             if hn == 0:
                 if theta <= min_count:
                     break  # every eligible pair left is below min_count
-                target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs)
+                target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs,
+                                      heap_floor)
                 new_theta = _choose_theta(rec, units, max_units, target, min_count)
                 # No eligible pair is left at or above theta (each has an entry): lower it.
                 theta = max(min(new_theta, theta - 1), min_count)
@@ -805,14 +929,18 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                 heap = _grow_q(heap, need)
                 hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank,
                                 n_base, tok_off, tok_data)
+                _event(progress, PROG_REBUILDS)
                 continue
             c = heap[0, H_COUNT]
             aux = heap[0, H_AUX]
-            p = heap[0, H_SLOT]
+            key = heap[0, H_KEY]
             hn -= 1
             if hn > 0:
                 _swap(heap, 0, hn)
                 _sift_down(heap, 0, hn, tie_mode, tok_off, tok_data)
+            p = _probe(rec, key)
+            if rec[p, R_KEY] == EMPTY:
+                continue  # the pair died (count 0)
             cur = rec[p, R_COUNT]
             if cur < theta or cur <= 0 or cur > c:
                 continue  # below the heap's threshold, or a higher entry of p is queued
@@ -821,7 +949,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                 rec[p, R_DIRTY] = 0
             true_aux = _tie_key(rec, p, tie_mode, base_rank, n_base)
             if cur != c or true_aux != aux:
-                hn = _push(heap, hn, cur, true_aux, p, tie_mode, tok_off, tok_data)
+                hn = _push(heap, hn, cur, true_aux, key, tie_mode, tok_off, tok_data)
                 continue
             best = p
             break
@@ -874,23 +1002,26 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         if stamp == 1 and n_merges > 0:  # the stamps restart: forget the old ones
             for q in range(rec.shape[0]):
                 rec[q, R_MARK] &= ~LOW32
-        counters[0] = n_pairs
-        counters[1] = n_nodes
-        counters[2] = 0
-        rehashed = False
+        counters[C_PAIRS] = n_pairs
+        counters[C_ROWS] = n_nodes
+        counters[C_TOUCHED] = 0
+        counters[C_FREE] = rec[best, R_HEAD]
         # The words are visited through a ring of the next ``lookahead`` ones: a word's row
         # is prefetched when it enters the ring, its symbols half way through, so that the
         # misses of many words overlap instead of following each other.
         lead = rec[best, R_HEAD]
+        tail = -1
         n_seen = 0
         n_done = 0
         while True:
             while lead != -1 and n_seen - n_done < lookahead:
                 w = np.int64(nodes[lead, 0])
+                tail = lead
                 lead = nodes[lead, 1]
                 ring[n_seen & ring_mask] = w
                 prefetch(wr_flat, 2 * w)
                 n_seen += 1
+            counters[C_LEAD] = lead
             if n_done == n_seen:
                 break
             if n_done + half < n_seen:
@@ -900,12 +1031,25 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             s = wr[w, 0]
             e = wr[w + 1, 0]
             # Room for the at most 2 new pairs, nodes and touches per occurrence.
-            need = counters[0] + (e - s) + 2
-            need_rows = counters[1] + (e - s) + 2
-            need_touched = counters[2] + 2 * (e - s) + 2
-            if (2 * need > rec.shape[0] or need_rows > index_rows
+            need = counters[C_PAIRS] + (e - s) + 2
+            need_rows = counters[C_ROWS] + (e - s) + 2
+            need_touched = counters[C_TOUCHED] + 2 * (e - s) + 2
+            dead = 0
+            if 4 * need > 3 * rec.shape[0]:
+                dead = _count_dead(rec)
+                if 16 * dead >= rec.shape[0]:
+                    # Full, a sixteenth of it dead: delete those in place rather than grow
+                    # (the next check is then a sixteenth of new pairs away, at least).
+                    counters[C_PAIRS] -= _purge(rec)
+                    _event(progress, PROG_PURGES)
+                    dead = 0
+                    need = counters[C_PAIRS] + (e - s) + 2
+            if (4 * need > 3 * rec.shape[0] or need_rows > index_rows
                     or need_touched > touched.shape[0]):
-                extra = (_rehash_bytes(rec, need) + _grow_bytes(nodes, need_rows)
+                new_cap = 0  # the table's new capacity when it must grow
+                if 4 * need > 3 * rec.shape[0]:
+                    new_cap = max(2 * rec.shape[0], _pair_capacity(need))
+                extra = (new_cap * rec.shape[1] * 8 + _grow_bytes(nodes, need_rows)
                          + _grow_bytes(touched, need_touched))
                 more_rows = 0
                 if need_rows > index_rows:  # new index rows become resident: count a block
@@ -917,15 +1061,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                     out_of_memory = True
                     break
                 index_rows += more_rows
-                if 2 * need > rec.shape[0]:
-                    # Records move: keep the raised pairs and the merged one by key.
-                    for k in range(counters[2]):
-                        touched[k] = rec[touched[k], R_KEY]
-                    rec = _rehash(rec, table_capacity(need))
-                    for k in range(counters[2]):
-                        touched[k] = _probe(rec, touched[k])
-                    best = _probe(rec, best_key)
-                    rehashed = True
+                if new_cap:  # (the dead records are left behind)
+                    rec = _rehash(rec, new_cap)
+                    _event(progress, PROG_GROWS)
+                    counters[C_PAIRS] -= dead
                 nodes = _grow_q(nodes, need_rows)
                 touched = _grow_q(touched, need_touched)
             c = wr[w, 1]
@@ -966,26 +1105,20 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                     i += 1
             if o < i:
                 symbols[o] = -1
-        n_pairs = counters[0]
-        n_nodes = counters[1]
-        n_touched = counters[2]
         if out_of_memory:  # this merge's rewrite is incomplete: stop (the caller raises)
             break
-
-        rec[best, R_COUNT] = 0
+        # The merged pair is dead (its record moved if the table was purged or rehashed:
+        # found by key), and so is its list: what the rewrite did not reuse is spare.
+        rec[_probe(rec, best_key), R_COUNT] = 0
+        if counters[C_FREE] != -1:
+            nodes[tail, 1] = counters[C_SPARE]
+            counters[C_SPARE] = counters[C_FREE]
+        n_pairs = counters[C_PAIRS]
+        n_nodes = counters[C_ROWS]
+        n_touched = counters[C_TOUCHED]
         n_merges += 1
         progress[0] = n_merges
 
-        if rehashed:  # the heap's slots are stale: rebuild it from the table
-            need = _count_at_least(rec, units, max_units, theta)
-            extra = _grow_bytes(heap, need)
-            if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
-                                   + node_bytes * index_rows, extra, 2):
-                break  # the caller raises: the merges returned are not used
-            heap = _grow_q(heap, need)
-            hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base,
-                            tok_off, tok_data)
-            continue
         # Push the new priority of every pair this merge raised.
         extra = _grow_bytes(heap, hn + n_touched)
         if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
@@ -993,14 +1126,19 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             break  # the caller raises: the merges returned are not used
         heap = _grow_q(heap, hn + n_touched)
         for k in range(n_touched):
-            q = touched[k]
-            if rec[q, R_COUNT] >= theta and _eligible(rec, q, units, max_units):
+            q = _probe(rec, touched[k])
+            if (rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] >= theta
+                    and _eligible(rec, q, units, max_units)):
                 hn = _push(heap, hn, rec[q, R_COUNT], _tie_key(rec, q, tie_mode, base_rank,
-                                                                 n_base), q, tie_mode,
+                                                                 n_base), touched[k], tie_mode,
                            tok_off, tok_data)
-        target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs)
+        target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs,
+                              heap_floor)
         if hn > max(4 * target, raise_at):  # mostly pairs too rare to be merged
-            hn, theta = _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data)
+            hn, new_theta = _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data)
+            if new_theta > theta:
+                _event(progress, PROG_RAISES)
+            theta = new_theta
             raise_at = 2 * hn  # not again before it doubles (it may not have shrunk)
 
     return out_merges[:n_merges].copy(), out_ids[:n_merges].copy(), out_counts[:n_merges].copy()
