@@ -42,10 +42,10 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
                                 train_merges, word_index_rows)
     from .parallel import call_kernel_shielded
 
-    check_count_range(offsets, counts)
     if len(counts) >= 2**31:  # the kernel packs word numbers in 32 bits
         raise TrainingError(f"{len(counts):,} unique words: the merge kernel takes fewer than "
                             "2**31; count fewer (e.g. raise the counts' min_count) or shard")
+    check_count_range(offsets, counts)
 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])

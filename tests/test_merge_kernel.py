@@ -146,3 +146,18 @@ def test_purge_keeps_every_live_record_findable(seed):
             assert rec[q, R_KEY] == k and rec[q, R_COUNT] == c and rec[q, R_HEAD] == c * 1000 + 7
         else:
             assert rec[q, R_KEY] == -1
+
+
+def test_too_many_words_is_a_training_error():
+    """The kernel numbers words in 32 bits: 2**31 of them are refused with a clear error
+    before anything is allocated (read-only broadcast views: no memory behind them)."""
+    from fastbpe_nb.errors import TrainingError
+    from fastbpe_nb.merge_loop import UNLIMITED, run_merge_kernel
+
+    n = 2**31
+    counts = np.broadcast_to(np.int64(1), (n,))
+    offsets = np.broadcast_to(np.int64(0), (n + 1,))
+    with pytest.raises(TrainingError, match="2,147,483,648 unique words"):
+        run_merge_kernel(np.zeros(0, np.int32), offsets, counts, [bytes([b]) for b in range(256)],
+                         np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
+                         UNLIMITED)
