@@ -75,6 +75,7 @@ def kernel_merges(words, tie, num_merges, **knobs):
 CASES = [  # (seed, unique-ish words drawn, merges, knobs)
     (1, 1500, 250, {}),
     (2, 1500, 250, {"lookahead": 1}),
+    (5, 600, 100, {"lookahead": 0, "heap_floor": 0}),  # taken as 1
     (3, 1200, 200, {"lookahead": 3, "node_type": np.int64}),
     (4, 1500, 250, {"heap_floor": 2}),
 ]

@@ -805,6 +805,9 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     """
     n_words = counts.shape[0]
     n_base = tok_off_base.shape[0] - 1
+    # Below 1 these would visit no word (a merge that rewrites nothing) or no pair.
+    lookahead = max(1, lookahead)
+    heap_floor = max(1, heap_floor)
     first_mode = tie_mode == TIE_FIRST
     ncols = N_RCOLS_FIRST if first_mode else N_RCOLS
     node_bytes = _row_bytes(nodes)
