@@ -45,6 +45,10 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     if len(counts) >= 2**31:  # the kernel packs word numbers in 32 bits
         raise TrainingError(f"{len(counts):,} unique words: the merge kernel takes fewer than "
                             "2**31; count fewer (e.g. raise the counts' min_count) or shard")
+    if len(counts) and np.min(counts) < 1:
+        row = int(np.argmin(counts))
+        raise TrainingError(f"word {row}: count {counts[row]} is not positive (the merge kernel "
+                            "takes words that occur)")
     check_count_range(offsets, counts)
 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)

@@ -162,3 +162,19 @@ def test_too_many_words_is_a_training_error():
         run_merge_kernel(np.zeros(0, np.int32), offsets, counts, [bytes([b]) for b in range(256)],
                          np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
                          UNLIMITED)
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_a_count_below_one_is_a_training_error(bad):
+    """A word table with a count of 0 or less (no caller of ours builds one) is refused,
+    naming the row, before the kernel sees it."""
+    from fastbpe_nb.errors import TrainingError
+    from fastbpe_nb.merge_loop import UNLIMITED, run_merge_kernel
+
+    symbols = np.frombuffer(b"abcabcab", np.uint8).astype(np.int32)
+    with pytest.raises(TrainingError, match=f"word 1: count {bad} is not positive"):
+        run_merge_kernel(symbols, np.array([0, 3, 6, 8], np.int64),
+                         np.array([2, bad, 1], np.int64), [bytes([b]) for b in range(256)],
+                         np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
+                         UNLIMITED)
+

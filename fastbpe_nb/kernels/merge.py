@@ -319,13 +319,13 @@ def _pair_capacity(n_pairs):
 
 
 @njit(cache=True, nogil=True)
-def _rehash(rec, cap):
-    """The table with ``cap`` slots (a power of two), without its dead records (count 0);
-    records move, so slots change."""
+def _rehash(rec, cap, drop_dead):
+    """The table with ``cap`` slots (a power of two), without its dead records (count 0)
+    when ``drop_dead``; records move, so slots change."""
     out = _new_table(cap, rec.shape[1])
     for i in range(rec.shape[0]):
         key = rec[i, R_KEY]
-        if key != EMPTY and rec[i, R_COUNT] != 0:
+        if key != EMPTY and not (drop_dead and rec[i, R_COUNT] == 0):
             j = _probe(out, key)
             for k in range(rec.shape[1]):
                 out[j, k] = rec[i, k]
@@ -849,7 +849,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         if extra:
             if not _fits(progress, fixed + rec.nbytes, extra, 1):
                 return _no_merges()
-            rec = _rehash(rec, _pair_capacity(n_pairs + (e - s)))
+            rec = _rehash(rec, _pair_capacity(n_pairs + (e - s)), False)
         c = counts[w]
         last = (np.int64(w) + 1) << 32
         for i in range(s, e - 1):
@@ -1065,7 +1065,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                     break
                 index_rows += more_rows
                 if new_cap:  # (the dead records are left behind)
-                    rec = _rehash(rec, new_cap)
+                    rec = _rehash(rec, new_cap, True)
                     _event(progress, PROG_GROWS)
                     counters[C_PAIRS] -= dead
                 nodes = _grow_q(nodes, need_rows)
