@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import MemoryBudgetError
+from .errors import MemoryBudgetError, TrainingError
 from .word_table import check_count_range
 
 #: "No limit" for the kernel's int64 limits (max merges, ids, token length).
@@ -20,6 +20,14 @@ TIE_RULES = ("ids", "hf", "first", "bytes")
 #: The word index's budget is checked (and its resident rows counted) this many rows ahead
 #: (``train_merges``' ``index_check_rows``).
 INDEX_CHECK_ROWS = 1 << 20
+#: Words of a merged pair's list the kernel prefetches ahead of the one it rewrites
+#: (``train_merges``' ``lookahead``): enough to overlap the misses of a memory round trip.
+#: Measured on the 1.2 GB Linux table (vocab 32768): 8, 16 and 32 within noise of each
+#: other, all ~35% below none.
+LOOKAHEAD_WORDS = 16
+#: The fewest pairs the merge kernel's heap holds (``train_merges``' ``heap_floor``): it is
+#: refilled from the whole table when it runs dry, so not too few.
+HEAP_FLOOR = 1024
 
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
@@ -34,6 +42,13 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
                                 train_merges, word_index_rows)
     from .parallel import call_kernel_shielded
 
+    if len(counts) >= 2**31:  # the kernel packs word numbers in 32 bits
+        raise TrainingError(f"{len(counts):,} unique words: the merge kernel takes fewer than "
+                            "2**31; count fewer (e.g. raise the counts' min_count) or shard")
+    if len(counts) and np.min(counts) < 1:
+        row = int(np.argmin(counts))
+        raise TrainingError(f"word {row}: count {counts[row]} is not positive (the merge kernel "
+                            "takes words that occur)")
     check_count_range(offsets, counts)
 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
@@ -48,7 +63,8 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
                              np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
                              UNLIMITED, 1, UNLIMITED, np.zeros(6, np.int64),
-                             np.empty((16, 2), np.int64), INDEX_CHECK_ROWS)
+                             np.empty((16, 2), np.int32), INDEX_CHECK_ROWS, LOOKAHEAD_WORDS,
+                             HEAP_FLOOR)
         in_use = rss_bytes()
         shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
     bar = None
@@ -71,15 +87,18 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     # rows in use become resident. Without that much address space (ulimit -v, strict
     # overcommit) the kernel starts smaller and grows it.
     max_len = int(np.max(np.diff(offsets))) if len(counts) else 0
+    rows = word_index_rows(len(symbols), len(counts), max_len)
+    # int32 nodes (word, next) while the rows fit: half the index's memory.
+    node_type = np.int32 if rows < 2**31 else np.int64
     try:
-        nodes = np.empty((word_index_rows(len(symbols), len(counts), max_len), 2), np.int64)
+        nodes = np.empty((rows, 2), node_type)
     except MemoryError:
-        nodes = np.empty((max(16, len(symbols)), 2), np.int64)
+        nodes = np.empty((max(16, len(symbols)), 2), node_type)
     try:
         result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
             max_merges, max_ids, min_count, max_units, shared, nodes, INDEX_CHECK_ROWS,
-            poll=show_progress, on_interrupt=ask_to_stop,
+            LOOKAHEAD_WORDS, HEAP_FLOOR, poll=show_progress, on_interrupt=ask_to_stop,
         )
     finally:
         del nodes
@@ -108,16 +127,19 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
 #:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
 #:                                    through int64 index arrays) before the copy path
 #:   int32 symbols   4.0 B/S          estimate 4 B/S
-#:   merge setup    20.3 B/S          at 4 merges; estimate 20 B/S + 16 B/W (pos, wlen,
-#:                                    stamp, the word index's first rows)
-#:   merging        62.7 / 75.6 B/S   at 4,744 / 19,744 merges: the word index (16 B per
-#:                                    node, ~2 nodes per symbol), pair store and table,
-#:                                    heap; the kernel counts them as they grow
+#:   merge setup    12.5 B/S          at 4 merges; estimate 12 B/S + 20 B/W (the word
+#:                                    rows, 16 B/W; the word index's first rows, 8 B per
+#:                                    pair of a word, < 1 per symbol; pos for 'first', 4
+#:                                    B/S); it was 20.3 B/S with 16-byte nodes, wlen, stamp
+#:   merging        28.6 / 40.0 B/S   at 4,744 / 19,744 merges: the pair table grows with
+#:                                    the merges, the word index hardly (the merged pairs'
+#:                                    nodes are reused); the kernel counts them as they
+#:                                    grow. It was 62.7 / 75.6 B/S before.
 #: The counter (131 B/W here) is freed before merging; it used to stay alive throughout.
 PHASE_BYTES = {
     "word table": (1, 17),
     "int32 symbols": (4, 0),
-    "merge setup": (20, 16),  # + the int32 symbols, already held
+    "merge setup": (12, 20),  # + the int32 symbols, already held
 }
 #: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
 #: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,

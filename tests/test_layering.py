@@ -90,11 +90,16 @@ KERNEL_CONSTANTS = {
     *(f"fastbpe_nb.kernels.merge:{name}" for name in (
         # Tie-rule codes (merge_loop maps TIE_RULES to them).
         "TIE_RANKS", "TIE_FIRST", "TIE_BYTES",
-        # Columns of the pair matrix, and its "no first occurrence" sentinel.
-        "P_LEFT", "P_RIGHT", "P_COUNT", "P_FIRST", "P_DIRTY", "P_HEAD", "P_LASTW", "P_TOUCH",
-        "N_PCOLS", "NO_FIRST",
+        # Columns of a pair record and of a heap entry, the "no first occurrence" sentinel,
+        # the 32-bit half of a packed pair or mark, and the period of the merge stamps.
+        "R_KEY", "R_COUNT", "R_HEAD", "R_MARK", "R_FIRST", "R_DIRTY", "N_RCOLS",
+        "N_RCOLS_FIRST", "H_COUNT", "H_AUX", "H_KEY", "N_HCOLS", "NO_FIRST", "LOW32",
+        "STAMP_PERIOD",
+        # Slots of the rewrite's counters array.
+        "C_PAIRS", "C_ROWS", "C_TOUCHED", "C_FREE", "C_LEAD", "C_SPARE", "N_COUNTERS",
         # Slots and status codes of the progress array shared with merge_loop.
         "PROG_BUDGET", "PROG_NEED", "PROG_PHASE", "STOPPED_ASKED", "STOPPED_MEMORY",
+        "PROG_REBUILDS", "PROG_RAISES", "PROG_PURGES", "PROG_GROWS", "N_PROGRESS",
     )),
 }
 

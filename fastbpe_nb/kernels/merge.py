@@ -4,25 +4,49 @@ The corpus enters as the word table (CSR): ``symbols`` (int32, the base ids of e
 word, concatenated), ``offsets`` (int64, word boundaries) and ``counts`` (int64, how often
 each word occurs), words in order of first occurrence. The kernel
 
-1. counts every adjacent pair once, weighted by word count, into an open-addressing table
-   (packed 64-bit pair keys) and records, per pair, the words that contain it;
+1. counts every adjacent pair once, weighted by word count, and records, per pair, the
+   words that contain it;
 2. repeatedly takes the best pair from a lazy max-heap, rewrites only the words that
    contain it (left to right, non-overlapping, in place) and applies the +/- count deltas
    of the neighbouring pairs. The cost of a merge is proportional to the occurrences of
    the merged pair, never to the corpus.
 
-Pair records live in one int64 matrix ``pairs[n, 8]`` (columns ``P_*``) so that growing the
-store is one reallocation. The pair -> words index is a linked list of ``(word, next)``
-nodes per pair; it may hold stale or repeated words, which the rewrite step skips.
+The merge loop is bound by memory latency (a merge touches words and pairs all over the
+table), so the layout aims at one cache miss per step:
 
-Lazy heap invariant: every pair with a positive count has at least one heap entry whose
-priority is >= its true priority. Counts only fall or rise through a rewrite, and every
-pair touched by a rewrite is pushed again with its new priority, so a popped entry that
-equals the pair's true priority is the true maximum; a stale one is re-pushed.
+- Pair records live *in* the open-addressing table (``rec[cap, R_*]``, at most 3/4
+  full): a probe lands on the record itself (key, count, word list, marks), not on an
+  index of it. Records move (the table grows, dead pairs are deleted), so everything
+  else names a pair by its key.
+- A word is one row of ``wr`` (start, count); its end is the next row's start, or the
+  first ``-1`` written after it when merges shortened it (no length array).
+- The pair -> words index is a linked list of ``(word, next)`` nodes per pair. The setup
+  lays each pair's initial words out as one consecutive run of nodes, so the lists that
+  the first (largest) merges walk are read front to back; later words are prepended. A
+  list may hold words that no longer contain the pair, which the rewrite skips.
+- The words of a merged pair's list are read ahead and prefetched (``lookahead``), so
+  that the misses of many words overlap.
+- Memory is reused: a merged pair's list nodes feed the lists its merge creates, and dead
+  pairs (count 0: they occur nowhere) are deleted when the table fills.
+- The heap holds only the pairs whose count is at least ``theta``, chosen so that about
+  twice the merges still to do are in it (a small heap stays in cache); when it empties,
+  ``theta`` is lowered and the heap rebuilt from the table.
+
+Lazy heap invariant: every eligible pair with count >= theta has a heap entry whose
+priority is >= its true priority. A count falls only through a rewrite, which leaves the
+old (higher) entry in place; a count rises only through a rewrite too, and every pair that
+rose is pushed again at the end of the merge. So a popped entry that equals its pair's
+true priority is the true maximum; one above it is pushed again at the true priority; one
+below it is dropped (a higher entry of that pair is still in the heap).
+
+Every priority is a total order (count, then the tie key, unique per pair), so the merges
+do not depend on the order in which words or pairs are visited.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from .hashing import (
     EMPTY,
@@ -30,11 +54,8 @@ from .hashing import (
     grow,
     hash_slot,
     hash_units,
-    pair_key,
     same_units,
     table_capacity,
-    table_rehash,
-    table_slot,
 )
 #: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
 
@@ -44,18 +65,35 @@ TIE_RANKS = 0
 TIE_FIRST = 1
 TIE_BYTES = 2
 
-# Columns of the pair matrix.
-P_LEFT = 0  # left id
-P_RIGHT = 1  # right id
-P_COUNT = 2  # weighted occurrence count
-P_FIRST = 3  # (word << 32) | unit offset of the first occurrence (TIE_FIRST only)
-P_DIRTY = 4  # 1 when the recorded first occurrence may have been removed
-P_HEAD = 5  # first node of this pair's word list, -1 if none
-P_LASTW = 6  # last word appended to the list (skips consecutive repeats)
-P_TOUCH = 7  # merge step that last changed this pair (dedupes the push list)
-N_PCOLS = 8
+# Columns of a pair record (a row of the pair table ``rec``).
+R_KEY = 0  # (left << 32) | right; EMPTY in a free slot
+R_COUNT = 1  # weighted occurrence count
+R_HEAD = 2  # first node of this pair's word list, -1 if none
+R_MARK = 3  # ((last word appended + 1) << 32) | stamp of the last merge that raised it
+R_FIRST = 4  # (word << 32) | unit offset of the first occurrence (TIE_FIRST only)
+R_DIRTY = 5  # 1 when the recorded first occurrence may have been removed (TIE_FIRST only)
+N_RCOLS = 4  # columns without TIE_FIRST
+N_RCOLS_FIRST = 6  # ... and with it
 
 NO_FIRST = np.int64(0x7FFFFFFFFFFFFFFF)
+LOW32 = np.int64(0xFFFFFFFF)
+#: Merge stamps in R_MARK's low half run 1 .. STAMP_PERIOD and then restart (all cleared).
+STAMP_PERIOD = np.int64(1 << 31)
+
+# Slots of the rewrite's ``counters`` (int64[N_COUNTERS]).
+C_PAIRS = 0  # records in the table (live or dead)
+C_ROWS = 1  # word index rows ever used (the next new one)
+C_TOUCHED = 2  # pairs raised by this merge (entries of ``touched``)
+C_FREE = 3  # next reusable node of the list being merged, -1 when none
+C_LEAD = 4  # the next node the read-ahead reads there (not reusable yet), -1 at its end
+C_SPARE = 5  # chain of reusable nodes left over by earlier merges, -1 when none
+N_COUNTERS = 6
+
+# Columns of a heap entry.
+H_COUNT = 0  # the pair's count when pushed
+H_AUX = 1  # its tie key when pushed (TIE_BYTES: the pair key; the bytes are compared)
+H_KEY = 2  # the pair (its key: records move in the table, see _delete)
+N_HCOLS = 3
 
 # ``progress`` slots beyond the first three (optional: a caller may pass int64[3]).
 PROG_BUDGET = 3  # bytes the kernel's own arrays may take (0: no limit); set by the caller
@@ -63,6 +101,48 @@ PROG_NEED = 4  # set when the kernel stopped for memory: the bytes it would have
 PROG_PHASE = 5  # ... and where: 1 setting up (first pair count), 2 merging
 STOPPED_ASKED = 1  # progress[2] values: stopped at the caller's request
 STOPPED_MEMORY = 2  # ... or because an allocation would exceed progress[PROG_BUDGET]
+# Counts of the merge loop's rarer events, kept when ``progress`` has these slots (tests
+# check that their cases reach each path).
+PROG_REBUILDS = 6  # the heap ran dry: threshold lowered, heap refilled from the table
+PROG_RAISES = 7  # the heap filled with rare pairs: threshold raised, entries below dropped
+PROG_PURGES = 8  # the pair table filled: its dead records deleted in place
+PROG_GROWS = 9  # the pair table filled: grown (copied, dead records left behind)
+N_PROGRESS = 10
+
+
+def prefetch(arr, i):
+    """Hint to the CPU that ``arr[i]`` (1-d) will be read soon. A no-op in Python (under
+    ``NUMBA_DISABLE_JIT=1``); compiled, one prefetch instruction, which never faults (an
+    index past the end is harmless)."""
+
+
+@intrinsic
+def _prefetch_address(typingctx, arr, i):
+    """``llvm.prefetch`` of ``&arr[i]`` (read, keep in all cache levels)."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        index = context.cast(builder, args[1], sig.args[1], types.intp)
+        ir = cgutils.ir
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        address = builder.bitcast(builder.gep(ary.data, [index]), byte_ptr)
+        builder.call(fn, [address, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen
+
+
+@overload(prefetch, jit_options={"cache": True, "nogil": True})
+def _prefetch_jit(arr, i):
+    def impl(arr, i):
+        _prefetch_address(arr, i)
+
+    return impl
 
 
 def word_index_rows(n_symbols, n_words, max_word_len):
@@ -97,23 +177,20 @@ def _grow_q(arr, need):
 
 
 @njit(cache=True, nogil=True)
+def _row_bytes(arr):
+    row = arr.itemsize
+    for k in range(1, arr.ndim):
+        row *= arr.shape[k]
+    return row
+
+
+@njit(cache=True, nogil=True)
 def _grow_bytes(arr, need):
     """Bytes ``_grow_q(arr, need)`` would allocate (0 when ``arr`` already has room)."""
     n = arr.shape[0]
     if need <= n:
         return 0
-    row = arr.itemsize
-    for k in range(1, arr.ndim):
-        row *= arr.shape[k]
-    return _capacity(n, need) * row
-
-
-@njit(cache=True, nogil=True)
-def _rehash_bytes(keys, need):
-    """Bytes a rehash of an int64 key/value table for ``need`` items would allocate."""
-    if 2 * need <= keys.shape[0]:
-        return 0
-    return 16 * table_capacity(need)
+    return _capacity(n, need) * _row_bytes(arr)
 
 
 @njit(cache=True, nogil=True)
@@ -132,8 +209,146 @@ def _fits(progress, held, extra, phase):
 
 
 @njit(cache=True, nogil=True)
+def _event(progress, slot):
+    """Count one event in ``progress[slot]`` when the caller passed that slot."""
+    if progress.shape[0] > slot:
+        progress[slot] += 1
+
+
+@njit(cache=True, nogil=True)
 def _no_merges():
     return np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------
+# The pair table: open addressing (linear probing, at most half full), records in the slots
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _pair_hash(key):
+    """Slot hash of a packed pair key (both ids < 2**31: the products never overflow)."""
+    h = (key >> 32) * 0x9E3779B1 ^ (key & LOW32) * 0x85EBCA6B
+    return h ^ (h >> 29)
+
+
+@njit(cache=True, nogil=True)
+def _probe(rec, key):
+    """Slot of pair ``key`` in ``rec``, or the free slot where it belongs."""
+    mask = rec.shape[0] - 1
+    i = _pair_hash(key) & mask
+    while True:
+        k = rec[i, R_KEY]
+        if k == key or k == EMPTY:
+            return i
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _new_table(cap, ncols):
+    rec = np.empty((cap, ncols), dtype=np.int64)
+    for i in range(cap):
+        rec[i, R_KEY] = EMPTY
+    return rec
+
+
+@njit(cache=True, nogil=True)
+def _init_record(rec, q, key):
+    rec[q, R_KEY] = key
+    rec[q, R_COUNT] = 0
+    rec[q, R_HEAD] = -1
+    rec[q, R_MARK] = 0
+    if rec.shape[1] > R_DIRTY:
+        rec[q, R_FIRST] = NO_FIRST
+        rec[q, R_DIRTY] = 0
+
+
+@njit(cache=True, nogil=True)
+def _delete(rec, i):
+    """Remove the record in slot i (backward-shift deletion: the records after it in its
+    probe run move back where they belong, so no tombstone is left and probes stay
+    short). Records move: nothing may hold a slot across a deletion."""
+    mask = rec.shape[0] - 1
+    j = i
+    while True:
+        j = (j + 1) & mask
+        key = rec[j, R_KEY]
+        if key == EMPTY:
+            break
+        home = _pair_hash(key) & mask
+        # It stays when its home lies in (i, j] (cyclically): its probe never passes i.
+        stays = (i < home <= j) if i < j else (home > i or home <= j)
+        if not stays:
+            for k in range(rec.shape[1]):
+                rec[i, k] = rec[j, k]
+            i = j
+    rec[i, R_KEY] = EMPTY
+
+
+@njit(cache=True, nogil=True)
+def _count_dead(rec):
+    """Records whose count is 0 (dead pairs, not deleted yet)."""
+    n = 0
+    for i in range(rec.shape[0]):
+        if rec[i, R_KEY] != EMPTY and rec[i, R_COUNT] == 0:
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _purge(rec):
+    """Delete every dead record (count 0) in place; returns how many were deleted.
+
+    Scanning up, a deletion only moves records from later slots (or, past the end, from
+    the first slots, already scanned and kept) into the hole, which is checked again."""
+    n = 0
+    for i in range(rec.shape[0]):
+        while rec[i, R_KEY] != EMPTY and rec[i, R_COUNT] == 0:
+            _delete(rec, i)
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _pair_capacity(n_pairs):
+    """Smallest power of two (>= 16) at most 3/4 full with ``n_pairs`` pairs."""
+    cap = 16
+    while 4 * n_pairs > 3 * cap:
+        cap *= 2
+    return cap
+
+
+@njit(cache=True, nogil=True)
+def _rehash(rec, cap, drop_dead):
+    """The table with ``cap`` slots (a power of two), without its dead records (count 0)
+    when ``drop_dead``; records move, so slots change."""
+    out = _new_table(cap, rec.shape[1])
+    for i in range(rec.shape[0]):
+        key = rec[i, R_KEY]
+        if key != EMPTY and not (drop_dead and rec[i, R_COUNT] == 0):
+            j = _probe(out, key)
+            for k in range(rec.shape[1]):
+                out[j, k] = rec[i, k]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _table_bytes(n_pairs, ncols):
+    """Bytes of a table of the capacity ``n_pairs`` pairs need."""
+    return _pair_capacity(n_pairs) * ncols * 8
+
+
+@njit(cache=True, nogil=True)
+def _rehash_bytes(rec, n_pairs):
+    """Bytes a rehash for ``n_pairs`` pairs would allocate (0 when ``rec`` has room)."""
+    if 4 * n_pairs <= 3 * rec.shape[0]:
+        return 0
+    return _table_bytes(n_pairs, rec.shape[1])
+
+
+# ---------------------------------------------------------------------------------------
+# Token bytes (the merged tokens' ids, and the TIE_BYTES order)
+# ---------------------------------------------------------------------------------------
 
 
 @njit(cache=True, nogil=True)
@@ -152,80 +367,6 @@ def _cmp_tokens(tok_off, tok_data, x, y):
     if lx == ly:
         return 0
     return -1 if lx < ly else 1
-
-
-@njit(cache=True, nogil=True)
-def _higher(hc, ha, hp, i, j, tie_mode, pairs, tok_off, tok_data):
-    """True when heap entry i has strictly higher priority than entry j."""
-    if hc[i] != hc[j]:
-        return hc[i] > hc[j]
-    if tie_mode == TIE_BYTES:
-        pi = hp[i]
-        pj = hp[j]
-        c = _cmp_tokens(tok_off, tok_data, pairs[pi, P_LEFT], pairs[pj, P_LEFT])
-        if c == 0:
-            c = _cmp_tokens(tok_off, tok_data, pairs[pi, P_RIGHT], pairs[pj, P_RIGHT])
-        return c < 0
-    return ha[i] < ha[j]
-
-
-@njit(cache=True, nogil=True)
-def _swap(hc, ha, hp, i, j):
-    hc[i], hc[j] = hc[j], hc[i]
-    ha[i], ha[j] = ha[j], ha[i]
-    hp[i], hp[j] = hp[j], hp[i]
-
-
-@njit(cache=True, nogil=True)
-def _sift_up(hc, ha, hp, i, tie_mode, pairs, tok_off, tok_data):
-    while i > 0:
-        parent = (i - 1) >> 1
-        if not _higher(hc, ha, hp, i, parent, tie_mode, pairs, tok_off, tok_data):
-            break
-        _swap(hc, ha, hp, i, parent)
-        i = parent
-
-
-@njit(cache=True, nogil=True)
-def _sift_down(hc, ha, hp, i, n, tie_mode, pairs, tok_off, tok_data):
-    while True:
-        left = 2 * i + 1
-        if left >= n:
-            break
-        best = left
-        right = left + 1
-        if right < n and _higher(hc, ha, hp, right, left, tie_mode, pairs, tok_off, tok_data):
-            best = right
-        if not _higher(hc, ha, hp, best, i, tie_mode, pairs, tok_off, tok_data):
-            break
-        _swap(hc, ha, hp, i, best)
-        i = best
-
-
-@njit(cache=True, nogil=True)
-def _rank_aux(pairs, p, tie_mode, base_rank, n_base):
-    """Tie key of pair p (smaller wins) for TIE_RANKS and TIE_FIRST; 0 for TIE_BYTES."""
-    if tie_mode == TIE_FIRST:
-        return pairs[p, P_FIRST]
-    if tie_mode == TIE_BYTES:
-        return np.int64(0)
-    a = pairs[p, P_LEFT]
-    b = pairs[p, P_RIGHT]
-    ra = base_rank[a] if a < n_base else a
-    rb = base_rank[b] if b < n_base else b
-    return (np.int64(ra) << 32) | np.int64(rb)
-
-
-@njit(cache=True, nogil=True)
-def _new_pair(pairs, p, a, b):
-    pairs[p, P_LEFT] = a
-    pairs[p, P_RIGHT] = b
-    pairs[p, P_COUNT] = 0
-    pairs[p, P_FIRST] = NO_FIRST
-    pairs[p, P_DIRTY] = 0
-    pairs[p, P_HEAD] = -1
-    pairs[p, P_LASTW] = -1
-    pairs[p, P_TOUCH] = -1
 
 
 @njit(cache=True, nogil=True)
@@ -252,43 +393,6 @@ def _token_hash(tok_off, tok_data, t):
 
 
 @njit(cache=True, nogil=True)
-def _apply_delta(keys, vals, pairs, nodes, touched, counters, a, b, delta, w, fk, step):
-    """Add ``delta`` to the count of pair (a, b) seen in word ``w`` at first-key ``fk``.
-
-    ``counters`` is int64[3]: number of pairs, list nodes and touched pairs so far; the
-    caller has made room for the new rows. A positive delta records the word in the
-    pair's list and may lower its first occurrence; a negative one marks the first
-    occurrence stale when it removes exactly that occurrence.
-    """
-    key = pair_key(a, b)
-    sl = table_slot(keys, key)
-    if keys[sl] == EMPTY:
-        keys[sl] = key
-        vals[sl] = counters[0]
-        _new_pair(pairs, counters[0], a, b)
-        counters[0] += 1
-    q = vals[sl]
-    pairs[q, P_COUNT] += delta
-    if delta > 0:
-        if pairs[q, P_LASTW] != w:
-            pairs[q, P_LASTW] = w
-            n = counters[1]
-            nodes[n, 0] = w
-            nodes[n, 1] = pairs[q, P_HEAD]
-            pairs[q, P_HEAD] = n
-            counters[1] = n + 1
-        if fk < pairs[q, P_FIRST]:
-            pairs[q, P_FIRST] = fk
-            pairs[q, P_DIRTY] = 0
-    elif fk == pairs[q, P_FIRST]:
-        pairs[q, P_DIRTY] = 1
-    if pairs[q, P_TOUCH] != step:
-        pairs[q, P_TOUCH] = step
-        touched[counters[2]] = q
-        counters[2] += 1
-
-
-@njit(cache=True, nogil=True)
 def _insert_token(bkeys, tok_off, tok_data, t):
     """Put token t (known to be absent) into the bytes -> id table."""
     h = _token_hash(tok_off, tok_data, t)
@@ -299,32 +403,342 @@ def _insert_token(bkeys, tok_off, tok_data, t):
     bkeys[i] = t
 
 
+# ---------------------------------------------------------------------------------------
+# The heap: rows (count, aux, slot), the highest priority at the top
+# ---------------------------------------------------------------------------------------
+
+
 @njit(cache=True, nogil=True)
-def _find_first(pairs, nodes, p, symbols, offsets, wlen, pos):
-    """Exact first occurrence key of pair p: min over its words of (word, unit offset)."""
-    a = pairs[p, P_LEFT]
-    b = pairs[p, P_RIGHT]
+def _higher(heap, i, j, tie_mode, tok_off, tok_data):
+    """True when heap entry i has strictly higher priority than entry j."""
+    if heap[i, H_COUNT] != heap[j, H_COUNT]:
+        return heap[i, H_COUNT] > heap[j, H_COUNT]
+    if tie_mode == TIE_BYTES:
+        ki = heap[i, H_AUX]
+        kj = heap[j, H_AUX]
+        c = _cmp_tokens(tok_off, tok_data, ki >> 32, kj >> 32)
+        if c == 0:
+            c = _cmp_tokens(tok_off, tok_data, ki & LOW32, kj & LOW32)
+        return c < 0
+    return heap[i, H_AUX] < heap[j, H_AUX]
+
+
+@njit(cache=True, nogil=True)
+def _swap(heap, i, j):
+    for k in range(N_HCOLS):
+        heap[i, k], heap[j, k] = heap[j, k], heap[i, k]
+
+
+@njit(cache=True, nogil=True)
+def _sift_up(heap, i, tie_mode, tok_off, tok_data):
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _higher(heap, i, parent, tie_mode, tok_off, tok_data):
+            break
+        _swap(heap, i, parent)
+        i = parent
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(heap, i, n, tie_mode, tok_off, tok_data):
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        best = left
+        right = left + 1
+        if right < n and _higher(heap, right, left, tie_mode, tok_off, tok_data):
+            best = right
+        if not _higher(heap, best, i, tie_mode, tok_off, tok_data):
+            break
+        _swap(heap, i, best)
+        i = best
+
+
+@njit(cache=True, nogil=True)
+def _push(heap, hn, count, aux, key, tie_mode, tok_off, tok_data):
+    """Push (count, aux, key) onto a heap of ``hn`` entries (room is made by the caller)."""
+    heap[hn, H_COUNT] = count
+    heap[hn, H_AUX] = aux
+    heap[hn, H_KEY] = key
+    _sift_up(heap, hn, tie_mode, tok_off, tok_data)
+    return hn + 1
+
+
+@njit(cache=True, nogil=True)
+def _tie_key(rec, q, tie_mode, base_rank, n_base):
+    """Tie key of the pair in slot q (smaller wins; TIE_BYTES: the key, bytes compared)."""
+    key = rec[q, R_KEY]
+    if tie_mode == TIE_FIRST:
+        return rec[q, R_FIRST]
+    if tie_mode == TIE_BYTES:
+        return key
+    a = key >> 32
+    b = key & LOW32
+    ra = base_rank[a] if a < n_base else a
+    rb = base_rank[b] if b < n_base else b
+    return (np.int64(ra) << 32) | np.int64(rb)
+
+
+@njit(cache=True, nogil=True)
+def _eligible(rec, q, units, max_units):
+    """Whether the pair in slot q may be merged (its token is at most max_units long)."""
+    key = rec[q, R_KEY]
+    return units[key >> 32] + units[key & LOW32] <= max_units
+
+
+@njit(cache=True, nogil=True)
+def _heap_target(merges_left, n_pairs, floor):
+    """How many pairs the heap should hold: twice the merges still to do, at least
+    ``floor`` (``train_merges``' ``heap_floor``).
+
+    Every merge pops one pair, and rises push others above the threshold, so the heap
+    rarely runs dry (a rebuild scans the whole table) while it stays small enough for the
+    caches (at 32K merges, a tenth of the 1.2 GB Linux table's 900K pairs)."""
+    return max(floor, 2 * min(merges_left, n_pairs))
+
+
+@njit(cache=True, nogil=True)
+def _log2(c):
+    """floor(log2(c)) for c >= 1."""
+    b = 0
+    while c > 1:
+        c >>= 1
+        b += 1
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _power_above(hist, target):
+    """The largest power of two 2**b with at least ``target`` counts at or above it in
+    ``hist`` (counts by floor(log2)); 1 when there are fewer."""
+    total = 0
+    for b in range(63, -1, -1):
+        total += hist[b]
+        if total >= target:
+            return np.int64(1) << b
+    return np.int64(1)
+
+
+@njit(cache=True, nogil=True)
+def _choose_theta(rec, units, max_units, target, min_count):
+    """The heap's threshold: the largest power of two such that at least ``target``
+    eligible pairs have a count at or above it (1 if fewer), and never below min_count."""
+    hist = np.zeros(64, dtype=np.int64)
+    for q in range(rec.shape[0]):
+        if rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] > 0 and _eligible(rec, q, units, max_units):
+            hist[_log2(rec[q, R_COUNT])] += 1
+    return max(_power_above(hist, target), min_count)
+
+
+@njit(cache=True, nogil=True)
+def _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data):
+    """Raise the threshold to the largest power of two at which ``target`` entries are
+    still at or above it, drop the entries below it and re-heapify: returns (entries,
+    threshold). Safe at any time: a pair whose count is at or above the new threshold has
+    an entry at least as high, which stays."""
+    hist = np.zeros(64, dtype=np.int64)
+    for i in range(hn):
+        hist[_log2(heap[i, H_COUNT])] += 1
+    new = _power_above(hist, target)
+    if new <= theta:
+        return hn, theta
+    k = 0
+    for i in range(hn):
+        if heap[i, H_COUNT] >= new:
+            for j in range(N_HCOLS):
+                heap[k, j] = heap[i, j]
+            k += 1
+    for i in range(k // 2 - 1, -1, -1):
+        _sift_down(heap, i, k, tie_mode, tok_off, tok_data)
+    return k, new
+
+
+@njit(cache=True, nogil=True)
+def _count_at_least(rec, units, max_units, theta):
+    """Eligible pairs with a count >= theta (> 0)."""
+    n = 0
+    for q in range(rec.shape[0]):
+        if (rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] >= theta and rec[q, R_COUNT] > 0
+                and _eligible(rec, q, units, max_units)):
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base, tok_off,
+               tok_data):
+    """Make ``heap`` hold every eligible pair with count >= theta (room made by the
+    caller); returns the number of entries."""
+    hn = 0
+    for q in range(rec.shape[0]):
+        if (rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] >= theta and rec[q, R_COUNT] > 0
+                and _eligible(rec, q, units, max_units)):
+            heap[hn, H_COUNT] = rec[q, R_COUNT]
+            heap[hn, H_AUX] = _tie_key(rec, q, tie_mode, base_rank, n_base)
+            heap[hn, H_KEY] = rec[q, R_KEY]
+            hn += 1
+    for i in range(hn // 2 - 1, -1, -1):
+        _sift_down(heap, i, hn, tie_mode, tok_off, tok_data)
+    return hn
+
+
+# ---------------------------------------------------------------------------------------
+# Count deltas of a rewrite
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _lower(rec, key, c, fk):
+    """Take ``c`` from the count of pair ``key`` (present), an occurrence at first-key
+    ``fk`` gone; under TIE_FIRST, mark the first occurrence stale when it was that one.
+    A pair whose count reaches 0 occurs nowhere any more: its record is dead, deleted
+    when the table fills (``_purge``). Not here, and not even counted here: either, in
+    the rewrite's inner loop, made all of it 10% slower (1.2 GB Linux table)."""
+    q = _probe(rec, key)
+    rec[q, R_COUNT] -= c
+    if rec.shape[1] > R_DIRTY and fk == rec[q, R_FIRST]:
+        rec[q, R_DIRTY] = 1
+
+
+@njit(cache=True, nogil=True)
+def _new_node(nodes, counters):
+    """A node for a word list: a recycled one, else the next new row.
+
+    The merged pair's list is dead once read (its count becomes 0, and a pair that comes
+    back starts a new list), so its nodes are reused: first those of the list being
+    merged that the read-ahead has passed (``C_FREE`` up to ``C_LEAD``, the next node it
+    reads), then the leftovers of earlier merges (``C_SPARE``), chained by their ``next``.
+    Without this, every merged occurrence added two rows for good (12.1M rows on the 1.2
+    GB Linux table, 5.6M of them the initial index; with it, about the initial index).
+    """
+    n = counters[C_FREE]
+    if n != -1 and n != counters[C_LEAD]:
+        counters[C_FREE] = nodes[n, 1]
+        return n
+    n = counters[C_SPARE]
+    if n != -1:
+        counters[C_SPARE] = nodes[n, 1]
+        return n
+    n = counters[C_ROWS]
+    counters[C_ROWS] = n + 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _raise(rec, nodes, touched, counters, key, c, w, fk, stamp):
+    """Add ``c`` to the count of pair ``key`` seen in word ``w`` at first-key ``fk``.
+
+    ``counters`` (``C_*``): pairs, list rows and raised pairs so far, and the free node
+    chains (``_new_node``); the caller has made room for the new rows. Records the word
+    in the pair's list (once per word in a row: a word appended last is not appended
+    again) and the pair's key in ``touched`` (once per merge: ``stamp``), and under
+    TIE_FIRST may lower its first occurrence.
+    """
+    q = _probe(rec, key)
+    if rec[q, R_KEY] == EMPTY:
+        _init_record(rec, q, key)
+        counters[C_PAIRS] += 1
+    elif rec[q, R_COUNT] == 0:  # a dead pair comes back: it starts afresh (its list
+        _init_record(rec, q, key)  # is stale, or recycled if it was merged)
+    rec[q, R_COUNT] += c
+    mark = rec[q, R_MARK]
+    last = (np.int64(w) + 1) << 32
+    if mark & ~LOW32 != last:
+        n = _new_node(nodes, counters)
+        nodes[n, 0] = w
+        nodes[n, 1] = rec[q, R_HEAD]
+        rec[q, R_HEAD] = n
+        mark = last | (mark & LOW32)
+    if mark & LOW32 != stamp:
+        touched[counters[C_TOUCHED]] = key
+        counters[C_TOUCHED] += 1
+        mark = (mark & ~LOW32) | stamp
+    rec[q, R_MARK] = mark
+    if rec.shape[1] > R_DIRTY and fk < rec[q, R_FIRST]:
+        rec[q, R_FIRST] = fk
+        rec[q, R_DIRTY] = 0
+
+
+@njit(cache=True, nogil=True)
+def _find_first(rec, nodes, q, symbols, wr, pos):
+    """Exact first occurrence key of the pair in slot q: min over its words of (word,
+    unit offset)."""
+    key = rec[q, R_KEY]
+    a = key >> 32
+    b = key & LOW32
     best = NO_FIRST
-    node = pairs[p, P_HEAD]
+    node = rec[q, R_HEAD]
     while node != -1:
-        w = nodes[node, 0]
+        w = np.int64(nodes[node, 0])
         node = nodes[node, 1]
         if (w << 32) >= best:
             continue
-        s = offsets[w]
-        e = s + wlen[w]
-        for i in range(s, e - 1):
+        e = wr[w + 1, 0]
+        for i in range(wr[w, 0], e - 1):
+            if symbols[i + 1] < 0:
+                break
             if symbols[i] == a and symbols[i + 1] == b:
-                key = (w << 32) | np.int64(pos[i])
-                if key < best:
-                    best = key
+                fk = (w << 32) | np.int64(pos[i])
+                if fk < best:
+                    best = fk
                 break
     return best
 
 
+# ---------------------------------------------------------------------------------------
+# Setting up: the word rows, the pair table and the word index
+# ---------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _word_rows(offsets, counts):
+    """``wr[n_words + 1, 2]``: each word's (start, count); the last row's start is the end."""
+    n_words = counts.shape[0]
+    wr = np.empty((n_words + 1, 2), dtype=np.int64)
+    for w in range(n_words):
+        wr[w, 0] = offsets[w]
+        wr[w, 1] = counts[w]
+    wr[n_words, 0] = offsets[n_words]
+    wr[n_words, 1] = 0
+    return wr
+
+
+@njit(cache=True, nogil=True)
+def _fill_index(rec, nodes, symbols, wr, n_rows):
+    """Second setup pass: lay each pair's words out as one consecutive run of nodes.
+
+    On entry ``rec[q, R_HEAD]`` holds the number of distinct words of pair q (the first
+    pass counted them). Each pair gets the next ``n`` rows; the words are written from the
+    run's end backwards, visiting the words last to first, so that a run lists its words
+    in increasing order and ``R_HEAD`` ends at the run's first row. ``R_MARK`` is left
+    holding the pair's first word (its list holds it: nothing is wrongly skipped later).
+    """
+    for r in range(n_rows):
+        nodes[r, 1] = r + 1
+    end = 0
+    for q in range(rec.shape[0]):
+        if rec[q, R_KEY] != EMPTY:
+            end += rec[q, R_HEAD]
+            nodes[end - 1, 1] = -1
+            rec[q, R_HEAD] = end
+            rec[q, R_MARK] = 0
+    n_words = wr.shape[0] - 1
+    for w in range(n_words - 1, -1, -1):
+        last = (np.int64(w) + 1) << 32
+        for i in range(wr[w, 0], wr[w + 1, 0] - 1):
+            q = _probe(rec, (np.int64(symbols[i]) << 32) | np.int64(symbols[i + 1]))
+            if rec[q, R_MARK] != last:
+                rec[q, R_MARK] = last
+                r = rec[q, R_HEAD] - 1
+                rec[q, R_HEAD] = r
+                nodes[r, 0] = w
+
+
 @njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
-                 max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows):
+                 max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows,
+                 lookahead=16, heap_floor=1024):
     """Learn up to ``max_merges`` merges from a word-frequency table.
 
     Parameters
@@ -332,7 +746,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     symbols : int32[total]
         Base ids of all words, concatenated. Rewritten in place (pass a copy).
     offsets : int64[n_words + 1]
-        Word boundaries in ``symbols``; every word shorter than 2**31 units.
+        Word boundaries in ``symbols``; fewer than 2**31 words, each shorter than 2**31
+        units.
     counts : int64[n_words]
         Occurrences of each word (> 0). Words are in first-occurrence order.
     tok_off_base : int64[n_base + 1]
@@ -351,7 +766,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         Stop when the best pair occurs fewer times than this (>= 1).
     max_units : int
         A pair whose merged token would exceed this many base units is never merged.
-    progress : int64[3] or int64[6]
+    progress : int64[3], int64[6] or int64[N_PROGRESS]
         Shared with the caller while the kernel runs (it releases the GIL):
         ``progress[0]`` is set to the merges done so far; the caller sets ``progress[1]``
         to 1 to ask for an early stop, which the kernel acknowledges in ``progress[2]``.
@@ -359,14 +774,24 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         (0: none): before any allocation that would exceed it the kernel stops, sets
         ``progress[2]`` to STOPPED_MEMORY and records the bytes it would have held and
         the phase in ``progress[4]``, ``progress[5]``; the merges returned are then
-        incomplete (the caller must not use them).
-    nodes : int64[cap, 2]
-        Scratch for the word index (contents ignored). Grown (copied) when too small:
-        pass ``word_index_rows(...)`` rows, allocated with np.empty, and it never is.
+        incomplete (the caller must not use them). With N_PROGRESS slots, the slots from
+        PROG_REBUILDS on count the loop's rarer events.
+    nodes : int32[cap, 2] or int64[cap, 2]
+        Scratch for the word index (contents ignored; int32 when ``cap`` < 2**31). Grown
+        (copied) when too small: pass ``word_index_rows(...)`` rows, allocated with
+        np.empty, and it never is.
     index_check_rows : int
         When the word index needs rows beyond those counted so far, the budget is checked
         (and its resident rows counted) for this many rows ahead at once (>= 1; the
         Python side passes ``merge_loop.INDEX_CHECK_ROWS``).
+    lookahead : int
+        How many words ahead of the one being rewritten are prefetched (>= 1; the Python
+        side passes ``merge_loop.LOOKAHEAD_WORDS``).
+    heap_floor : int
+        The heap holds the pairs above a threshold chosen so that there are about twice
+        as many as merges still to do, and at least this many (>= 1; the Python side
+        passes ``merge_loop.HEAP_FLOOR``; tests pass 1 to reach the threshold's paths on
+        small tables).
 
     Returns
     -------
@@ -380,18 +805,23 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     """
     n_words = counts.shape[0]
     n_base = tok_off_base.shape[0] - 1
-    # Budgeted bytes: wlen and stamp (8 per word), pos (4 per symbol), and the rows of the
-    # word index in use (16 each; the setup uses fewer than one per symbol).
-    fixed = 16 * n_words + 4 * symbols.shape[0]
-    index_rows = min(nodes.shape[0], max(16, symbols.shape[0]))
-    if not _fits(progress, 0, fixed + 16 * index_rows, 1):
+    # Below 1 these would visit no word (a merge that rewrites nothing) or no pair.
+    lookahead = max(1, lookahead)
+    heap_floor = max(1, heap_floor)
+    first_mode = tie_mode == TIE_FIRST
+    ncols = N_RCOLS_FIRST if first_mode else N_RCOLS
+    node_bytes = _row_bytes(nodes)
+    # Budgeted bytes: the word rows (16 per word), the unit offsets (TIE_FIRST: 4 per
+    # symbol), then the pair table, the word index rows in use and the heap as they grow.
+    fixed = 16 * (n_words + 1) + (4 * symbols.shape[0] if first_mode else 0)
+    if not _fits(progress, 0, fixed + _table_bytes(1, ncols), 1):
         return _no_merges()
-    wlen = np.empty(n_words, dtype=np.int64)
-    pos = np.empty(symbols.shape[0], dtype=np.int32)
-    for w in range(n_words):
-        wlen[w] = offsets[w + 1] - offsets[w]
-        for i in range(offsets[w], offsets[w + 1]):
-            pos[i] = i - offsets[w]
+    wr = _word_rows(offsets, counts)
+    pos = np.empty(symbols.shape[0] if first_mode else 0, dtype=np.int32)
+    if first_mode:
+        for w in range(n_words):
+            for i in range(offsets[w], offsets[w + 1]):
+                pos[i] = i - offsets[w]
 
     # Token bytes, lengths in units, and bytes -> id table (for reusing existing ids).
     # Every merge removes at least one symbol, so there are at most len(symbols) merges.
@@ -406,79 +836,75 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     for t in range(n_base):
         _insert_token(bkeys, tok_off, tok_data, t)
 
-    # Pair store and word index.
-    pairs = np.empty((1024, N_PCOLS), dtype=np.int64)
-    keys = np.full(table_capacity(1024), EMPTY, dtype=np.int64)
-    vals = np.zeros(keys.shape[0], dtype=np.int64)
+    # First pass: the pair table, with each pair's number of distinct words in R_HEAD.
+    rec = _new_table(_pair_capacity(1), ncols)
     n_pairs = 0
-    n_nodes = 0
-
+    n_rows = 0
     for w in range(n_words):
         s = offsets[w]
         e = offsets[w + 1]
         if e - s < 2:
             continue
-        need = n_pairs + (e - s)
-        extra = _grow_bytes(pairs, need) + _rehash_bytes(keys, need) + _grow_bytes(
-            nodes, n_nodes + (e - s))
-        if extra and not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes
-                               + 16 * index_rows, extra, 1):
-            return _no_merges()
-        if need > pairs.shape[0]:
-            pairs = _grow_q(pairs, need)
-        if 2 * need > keys.shape[0]:
-            keys, vals = table_rehash(keys, vals, table_capacity(need))
-        nodes = _grow_q(nodes, n_nodes + (e - s))
+        extra = _rehash_bytes(rec, n_pairs + (e - s))
+        if extra:
+            if not _fits(progress, fixed + rec.nbytes, extra, 1):
+                return _no_merges()
+            rec = _rehash(rec, _pair_capacity(n_pairs + (e - s)), False)
         c = counts[w]
+        last = (np.int64(w) + 1) << 32
         for i in range(s, e - 1):
-            key = pair_key(symbols[i], symbols[i + 1])
-            slot = table_slot(keys, key)
-            if keys[slot] == EMPTY:
-                keys[slot] = key
-                vals[slot] = n_pairs
-                _new_pair(pairs, n_pairs, symbols[i], symbols[i + 1])
+            key = (np.int64(symbols[i]) << 32) | np.int64(symbols[i + 1])
+            q = _probe(rec, key)
+            if rec[q, R_KEY] == EMPTY:
+                _init_record(rec, q, key)
+                rec[q, R_HEAD] = 0
                 n_pairs += 1
-            p = vals[slot]
-            pairs[p, P_COUNT] += c
-            if pairs[p, P_LASTW] != w:
-                pairs[p, P_LASTW] = w
-                nodes[n_nodes, 0] = w
-                nodes[n_nodes, 1] = pairs[p, P_HEAD]
-                pairs[p, P_HEAD] = n_nodes
-                n_nodes += 1
-            fk = (np.int64(w) << 32) | np.int64(pos[i])
-            if fk < pairs[p, P_FIRST]:
-                pairs[p, P_FIRST] = fk
+            rec[q, R_COUNT] += c
+            if rec[q, R_MARK] != last:
+                rec[q, R_MARK] = last
+                rec[q, R_HEAD] += 1
+                n_rows += 1
+            if first_mode:
+                fk = (np.int64(w) << 32) | np.int64(i - s)
+                if fk < rec[q, R_FIRST]:
+                    rec[q, R_FIRST] = fk
 
-    # The heap: one entry per eligible pair to start with.
-    hcap = max(16, 2 * n_pairs)
-    index_rows = max(index_rows, n_nodes)
-    if not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes + 16 * index_rows,
-                 24 * hcap, 1):
+    # Second pass: the word index, each pair's initial words in one run of rows.
+    index_rows = max(16, n_rows)
+    extra = _grow_bytes(nodes, index_rows)
+    if not _fits(progress, fixed + rec.nbytes, extra + node_bytes * index_rows, 1):
         return _no_merges()
-    hc = np.empty(hcap, dtype=np.int64)
-    ha = np.empty(hcap, dtype=np.int64)
-    hp = np.empty(hcap, dtype=np.int64)
-    hn = 0
-    for p in range(n_pairs):
-        a = pairs[p, P_LEFT]
-        b = pairs[p, P_RIGHT]
-        if pairs[p, P_COUNT] > 0 and units[a] + units[b] <= max_units:
-            hc[hn] = pairs[p, P_COUNT]
-            ha[hn] = _rank_aux(pairs, p, tie_mode, base_rank, n_base)
-            hp[hn] = p
-            hn += 1
-    for i in range(hn // 2 - 1, -1, -1):
-        _sift_down(hc, ha, hp, i, hn, tie_mode, pairs, tok_off, tok_data)
+    nodes = _grow_q(nodes, index_rows)
+    _fill_index(rec, nodes, symbols, wr, n_rows)
+
+    # The heap: the pairs with a count >= theta, about twice the merges still to do.
+    theta = _choose_theta(rec, units, max_units,
+                          _heap_target(min(max_merges, max_ids - n_ids), n_pairs, heap_floor),
+                          min_count)
+    hcap = max(16, 2 * _count_at_least(rec, units, max_units, theta))
+    held = fixed + rec.nbytes + node_bytes * index_rows
+    if not _fits(progress, held, 8 * N_HCOLS * hcap, 1):
+        return _no_merges()
+    heap = np.empty((hcap, N_HCOLS), dtype=np.int64)
+    hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank, n_base, tok_off,
+                    tok_data)
 
     out_merges = np.empty((cap_ids, 2), dtype=np.int32)
     out_ids = np.empty(out_merges.shape[0], dtype=np.int32)
     out_counts = np.empty(out_merges.shape[0], dtype=np.int64)
     n_merges = 0
     touched = np.empty(1024, dtype=np.int64)
-    counters = np.zeros(3, dtype=np.int64)
-    stamp = np.full(n_words, -1, dtype=np.int64)
+    counters = np.zeros(N_COUNTERS, dtype=np.int64)
+    counters[C_SPARE] = -1
+    n_nodes = n_rows
     out_of_memory = False
+    raise_at = 0
+    ring_mask = 1
+    while ring_mask < lookahead:
+        ring_mask = 2 * ring_mask + 1
+    ring = np.empty(ring_mask + 1, dtype=np.int64)
+    half = lookahead // 2
+    wr_flat = wr.reshape(-1)
 
     while n_merges < max_merges and n_ids < max_ids:
         if progress[1] != 0:
@@ -486,36 +912,57 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             break
         # Pop until the top entry is the true priority of its pair.
         best = -1
-        while hn > 0:
-            c = hc[0]
-            aux = ha[0]
-            p = hp[0]
+        while True:
+            if hn == 0:
+                if theta <= min_count:
+                    break  # every eligible pair left is below min_count
+                target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs,
+                                      heap_floor)
+                new_theta = _choose_theta(rec, units, max_units, target, min_count)
+                # No eligible pair is left at or above theta (each has an entry): lower it.
+                theta = max(min(new_theta, theta - 1), min_count)
+                need = _count_at_least(rec, units, max_units, theta)
+                if need == 0 and theta <= min_count:
+                    break
+                extra = _grow_bytes(heap, need)
+                if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes
+                                       + heap.nbytes + node_bytes * index_rows, extra, 2):
+                    out_of_memory = True
+                    break
+                heap = _grow_q(heap, need)
+                hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank,
+                                n_base, tok_off, tok_data)
+                _event(progress, PROG_REBUILDS)
+                continue
+            c = heap[0, H_COUNT]
+            aux = heap[0, H_AUX]
+            key = heap[0, H_KEY]
             hn -= 1
             if hn > 0:
-                _swap(hc, ha, hp, 0, hn)
-                _sift_down(hc, ha, hp, 0, hn, tie_mode, pairs, tok_off, tok_data)
-            cur = pairs[p, P_COUNT]
-            if cur <= 0:
-                continue
-            if tie_mode == TIE_FIRST and pairs[p, P_DIRTY] != 0:
-                pairs[p, P_FIRST] = _find_first(pairs, nodes, p, symbols, offsets, wlen, pos)
-                pairs[p, P_DIRTY] = 0
-            true_aux = _rank_aux(pairs, p, tie_mode, base_rank, n_base)
+                _swap(heap, 0, hn)
+                _sift_down(heap, 0, hn, tie_mode, tok_off, tok_data)
+            p = _probe(rec, key)
+            if rec[p, R_KEY] == EMPTY:
+                continue  # the pair died (count 0)
+            cur = rec[p, R_COUNT]
+            if cur < theta or cur <= 0 or cur > c:
+                continue  # below the heap's threshold, or a higher entry of p is queued
+            if first_mode and rec[p, R_DIRTY] != 0:
+                rec[p, R_FIRST] = _find_first(rec, nodes, p, symbols, wr, pos)
+                rec[p, R_DIRTY] = 0
+            true_aux = _tie_key(rec, p, tie_mode, base_rank, n_base)
             if cur != c or true_aux != aux:
-                hc[hn] = cur
-                ha[hn] = true_aux
-                hp[hn] = p
-                hn += 1
-                _sift_up(hc, ha, hp, hn - 1, tie_mode, pairs, tok_off, tok_data)
+                hn = _push(heap, hn, cur, true_aux, key, tie_mode, tok_off, tok_data)
                 continue
             best = p
             break
-        if best < 0 or pairs[best, P_COUNT] < min_count:
+        if out_of_memory or best < 0 or rec[best, R_COUNT] < min_count:
             break
 
-        A = pairs[best, P_LEFT]
-        B = pairs[best, P_RIGHT]
-        count = pairs[best, P_COUNT]
+        best_key = rec[best, R_KEY]
+        A = best_key >> 32
+        B = best_key & LOW32
+        count = rec[best, R_COUNT]
 
         # The merged token: reuse the id of identical bytes, else a new id.
         h = _token_hash(tok_off, tok_data, A)
@@ -554,104 +1001,147 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         out_counts[n_merges] = count
 
         # Rewrite every word that contains (A, B), applying neighbour deltas.
-        counters[0] = n_pairs
-        counters[1] = n_nodes
-        counters[2] = 0
-        node = pairs[best, P_HEAD]
-        while node != -1:
-            w = nodes[node, 0]
-            node = nodes[node, 1]
-            if stamp[w] == n_merges:
-                continue
-            stamp[w] = n_merges
-            s = offsets[w]
-            e = s + wlen[w]
-            # Make room for the at most 2 new pairs, nodes and 4 touches per occurrence.
-            need = counters[0] + (e - s) + 2
-            need_rows = counters[1] + (e - s) + 2
-            extra = (_grow_bytes(pairs, need) + _rehash_bytes(keys, need)
-                     + _grow_bytes(nodes, need_rows)
-                     + _grow_bytes(touched, counters[2] + 4 * (e - s) + 4))
-            more_rows = 0
-            if need_rows > index_rows:  # new index rows become resident: count a block
-                more_rows = max(need_rows, min(index_rows + index_check_rows,
-                                               nodes.shape[0])) - index_rows
-            if (extra or more_rows) and not _fits(
-                    progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes + touched.nbytes
-                    + 3 * hc.nbytes + 16 * index_rows, extra + 16 * more_rows, 2):
-                out_of_memory = True
+        stamp = n_merges % STAMP_PERIOD + 1
+        if stamp == 1 and n_merges > 0:  # the stamps restart: forget the old ones
+            for q in range(rec.shape[0]):
+                rec[q, R_MARK] &= ~LOW32
+        counters[C_PAIRS] = n_pairs
+        counters[C_ROWS] = n_nodes
+        counters[C_TOUCHED] = 0
+        counters[C_FREE] = rec[best, R_HEAD]
+        # The words are visited through a ring of the next ``lookahead`` ones: a word's row
+        # is prefetched when it enters the ring, its symbols half way through, so that the
+        # misses of many words overlap instead of following each other.
+        lead = rec[best, R_HEAD]
+        tail = -1
+        n_seen = 0
+        n_done = 0
+        while True:
+            while lead != -1 and n_seen - n_done < lookahead:
+                w = np.int64(nodes[lead, 0])
+                tail = lead
+                lead = nodes[lead, 1]
+                ring[n_seen & ring_mask] = w
+                prefetch(wr_flat, 2 * w)
+                n_seen += 1
+            counters[C_LEAD] = lead
+            if n_done == n_seen:
                 break
-            index_rows += more_rows
-            if need > pairs.shape[0]:
-                pairs = _grow_q(pairs, need)
-            if 2 * need > keys.shape[0]:
-                keys, vals = table_rehash(keys, vals, table_capacity(need))
-            nodes = _grow_q(nodes, counters[1] + (e - s) + 2)
-            touched = _grow_q(touched, counters[2] + 4 * (e - s) + 4)
-            c = counts[w]
-            wkey = np.int64(w) << 32
+            if n_done + half < n_seen:
+                prefetch(symbols, wr[ring[(n_done + half) & ring_mask], 0])
+            w = ring[n_done & ring_mask]
+            n_done += 1
+            s = wr[w, 0]
+            e = wr[w + 1, 0]
+            # Room for the at most 2 new pairs, nodes and touches per occurrence.
+            need = counters[C_PAIRS] + (e - s) + 2
+            need_rows = counters[C_ROWS] + (e - s) + 2
+            need_touched = counters[C_TOUCHED] + 2 * (e - s) + 2
+            dead = 0
+            if 4 * need > 3 * rec.shape[0]:
+                dead = _count_dead(rec)
+                if 16 * dead >= rec.shape[0]:
+                    # Full, a sixteenth of it dead: delete those in place rather than grow
+                    # (the next check is then a sixteenth of new pairs away, at least).
+                    counters[C_PAIRS] -= _purge(rec)
+                    _event(progress, PROG_PURGES)
+                    dead = 0
+                    need = counters[C_PAIRS] + (e - s) + 2
+            if (4 * need > 3 * rec.shape[0] or need_rows > index_rows
+                    or need_touched > touched.shape[0]):
+                new_cap = 0  # the table's new capacity when it must grow
+                if 4 * need > 3 * rec.shape[0]:
+                    new_cap = max(2 * rec.shape[0], _pair_capacity(need))
+                extra = (new_cap * rec.shape[1] * 8 + _grow_bytes(nodes, need_rows)
+                         + _grow_bytes(touched, need_touched))
+                more_rows = 0
+                if need_rows > index_rows:  # new index rows become resident: count a block
+                    more_rows = max(need_rows, min(index_rows + index_check_rows,
+                                                   nodes.shape[0])) - index_rows
+                if (extra or more_rows) and not _fits(
+                        progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
+                        + node_bytes * index_rows, extra + node_bytes * more_rows, 2):
+                    out_of_memory = True
+                    break
+                index_rows += more_rows
+                if new_cap:  # (the dead records are left behind)
+                    rec = _rehash(rec, new_cap, True)
+                    _event(progress, PROG_GROWS)
+                    counters[C_PAIRS] -= dead
+                nodes = _grow_q(nodes, need_rows)
+                touched = _grow_q(touched, need_touched)
+            c = wr[w, 1]
+            wkey = w << 32
             i = s
             o = s
             while i < e:
-                if i + 1 < e and symbols[i] == A and symbols[i + 1] == B:
+                x = symbols[i]
+                if x < 0:
+                    break  # the end of a word that merges shortened
+                if x == A and i + 1 < e and symbols[i + 1] == B:
                     if o > s:
                         # (left, A) disappears and (left, X) appears, both starting at left.
-                        left = symbols[o - 1]
-                        fk = wkey | np.int64(pos[o - 1])
+                        left = np.int64(symbols[o - 1])
+                        fk = wkey | np.int64(pos[o - 1]) if first_mode else 0
                         if not (left == A and A == B):
-                            _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                         left, A, -c, w, fk, n_merges)
-                        _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                     left, X, c, w, fk, n_merges)
-                    if i + 2 < e:
+                            _lower(rec, (left << 32) | A, c, fk)
+                        _raise(rec, nodes, touched, counters, (left << 32) | X, c, w, fk, stamp)
+                    if i + 2 < e and symbols[i + 2] >= 0:
                         # (B, right) disappears (it started at B); (X, right) appears at X.
-                        right = symbols[i + 2]
+                        right = np.int64(symbols[i + 2])
                         if not (B == A and right == B):
-                            _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                         B, right, -c, w, wkey | np.int64(pos[i + 1]), n_merges)
-                        _apply_delta(keys, vals, pairs, nodes, touched, counters,
-                                     X, right, c, w, wkey | np.int64(pos[i]), n_merges)
+                            _lower(rec, (B << 32) | right, c,
+                                   wkey | np.int64(pos[i + 1]) if first_mode else 0)
+                        _raise(rec, nodes, touched, counters, (np.int64(X) << 32) | right, c,
+                               w, wkey | np.int64(pos[i]) if first_mode else 0, stamp)
                     symbols[o] = X
-                    pos[o] = pos[i]
+                    if first_mode:
+                        pos[o] = pos[i]
                     o += 1
                     i += 2
                 else:
-                    symbols[o] = symbols[i]
-                    pos[o] = pos[i]
+                    if o != i:
+                        symbols[o] = x
+                        if first_mode:
+                            pos[o] = pos[i]
                     o += 1
                     i += 1
-            wlen[w] = o - s
-        n_pairs = counters[0]
-        n_nodes = counters[1]
-        n_touched = counters[2]
+            if o < i:
+                symbols[o] = -1
         if out_of_memory:  # this merge's rewrite is incomplete: stop (the caller raises)
             break
-
-        pairs[best, P_COUNT] = 0
+        # The merged pair is dead (its record moved if the table was purged or rehashed:
+        # found by key), and so is its list: what the rewrite did not reuse is spare.
+        rec[_probe(rec, best_key), R_COUNT] = 0
+        if counters[C_FREE] != -1:
+            nodes[tail, 1] = counters[C_SPARE]
+            counters[C_SPARE] = counters[C_FREE]
+        n_pairs = counters[C_PAIRS]
+        n_nodes = counters[C_ROWS]
+        n_touched = counters[C_TOUCHED]
         n_merges += 1
         progress[0] = n_merges
 
-        # Push the new priority of every pair this merge changed.
-        extra = 3 * _grow_bytes(hc, hn + n_touched)
-        if extra and not _fits(progress, fixed + pairs.nbytes + keys.nbytes + vals.nbytes
-                               + touched.nbytes + 3 * hc.nbytes + 16 * index_rows, extra, 2):
+        # Push the new priority of every pair this merge raised.
+        extra = _grow_bytes(heap, hn + n_touched)
+        if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
+                               + node_bytes * index_rows, extra, 2):
             break  # the caller raises: the merges returned are not used
-        if hn + n_touched > hc.shape[0]:
-            hc = _grow_q(hc, hn + n_touched)
-            ha = _grow_q(ha, hn + n_touched)
-            hp = _grow_q(hp, hn + n_touched)
+        heap = _grow_q(heap, hn + n_touched)
         for k in range(n_touched):
-            q = touched[k]
-            if pairs[q, P_COUNT] <= 0:
-                continue
-            a = pairs[q, P_LEFT]
-            b = pairs[q, P_RIGHT]
-            if units[a] + units[b] > max_units:
-                continue
-            hc[hn] = pairs[q, P_COUNT]
-            ha[hn] = _rank_aux(pairs, q, tie_mode, base_rank, n_base)
-            hp[hn] = q
-            hn += 1
-            _sift_up(hc, ha, hp, hn - 1, tie_mode, pairs, tok_off, tok_data)
+            q = _probe(rec, touched[k])
+            if (rec[q, R_KEY] != EMPTY and rec[q, R_COUNT] >= theta
+                    and _eligible(rec, q, units, max_units)):
+                hn = _push(heap, hn, rec[q, R_COUNT], _tie_key(rec, q, tie_mode, base_rank,
+                                                                 n_base), touched[k], tie_mode,
+                           tok_off, tok_data)
+        target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs,
+                              heap_floor)
+        if hn > max(4 * target, raise_at):  # mostly pairs too rare to be merged
+            hn, new_theta = _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data)
+            if new_theta > theta:
+                _event(progress, PROG_RAISES)
+            theta = new_theta
+            raise_at = 2 * hn  # not again before it doubles (it may not have shrunk)
 
     return out_merges[:n_merges].copy(), out_ids[:n_merges].copy(), out_counts[:n_merges].copy()

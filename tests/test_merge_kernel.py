@@ -1,0 +1,180 @@
+"""The merge kernel's own paths (kernels/merge.py) against the specification.
+
+The kernel keeps a thresholded heap (raised when it fills with rare pairs, lowered and
+refilled from the table when it runs dry), a pair table whose records move (it grows, and
+dead pairs are deleted in place), recycled word-list nodes and a read-ahead ring. Large
+tables take these paths on their own; here small ones are driven into each of them (a
+heap floor of 1, a read-ahead of 1 word ...) and every run must learn exactly
+``reference.train``'s merges, ids and counts. The event counters in ``progress`` prove
+that the cases reached each path, so this test fails if they stop doing so.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from fastbpe_nb import reference as ref
+from fastbpe_nb.kernels.merge import (
+    N_PROGRESS,
+    PROG_GROWS,
+    PROG_PURGES,
+    PROG_RAISES,
+    PROG_REBUILDS,
+    TIE_BYTES,
+    TIE_FIRST,
+    TIE_RANKS,
+    train_merges,
+    word_index_rows,
+)
+
+from fbtest import NOJIT
+
+TIE_MODES = {"ids": TIE_RANKS, "hf": TIE_RANKS, "first": TIE_FIRST, "bytes": TIE_BYTES}
+EVENTS = {"rebuilds": PROG_REBUILDS, "raises": PROG_RAISES, "purges": PROG_PURGES,
+          "grows": PROG_GROWS}
+
+
+def zipf_words(seed: int, n_words: int) -> dict[str, int]:
+    """``{word: count}`` of ``n_words`` draws of words built from a few dozen syllables,
+    Zipf-distributed: long shared pieces (many merges, many new pairs) and a long tail."""
+    rng = random.Random(seed)
+    syllables = ["".join(rng.choices("abcdefghij klmnop", k=rng.randint(1, 3)))
+                 for _ in range(40)]
+    weights = [1 / (k + 1) for k in range(len(syllables))]
+    words: dict[str, int] = {}
+    for _ in range(n_words):
+        w = "".join(rng.choices(syllables, weights, k=rng.randint(1, 5)))
+        words[w] = words.get(w, 0) + rng.choice((1, 1, 2, 7))
+    return words
+
+
+def kernel_merges(words, tie, num_merges, **knobs):
+    """The kernel's (merges, ids, counts) on ``words`` and its event counts."""
+    raw = [w.encode("utf-8") for w in words]
+    symbols = np.frombuffer(b"".join(raw), np.uint8).astype(np.int32)
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    counts = np.array(list(words.values()), np.int64)
+    ranks = ref.hf_byte_ranks() if tie == "hf" else list(range(256))
+    rows = word_index_rows(len(symbols), len(counts), int(np.diff(offsets).max()))
+    nodes = np.empty((rows, 2), knobs.pop("node_type", np.int32))
+    progress = np.zeros(N_PROGRESS, np.int64)
+    out = train_merges(symbols, offsets, counts, np.arange(257, dtype=np.int64),
+                       np.arange(256, dtype=np.uint8), np.asarray(ranks, np.int64),
+                       TIE_MODES[tie], num_merges, 1 << 40, 1, 1 << 40, progress, nodes,
+                       knobs.pop("index_check_rows", 1 << 20), knobs.pop("lookahead", 16),
+                       knobs.pop("heap_floor", 1))
+    assert not knobs, knobs
+    events = {name: int(progress[slot]) for name, slot in EVENTS.items()}
+    return [a.tolist() for a in out], events
+
+
+CASES = [  # (seed, unique-ish words drawn, merges, knobs)
+    (1, 1500, 250, {}),
+    (2, 1500, 250, {"lookahead": 1}),
+    (5, 600, 100, {"lookahead": 0, "heap_floor": 0}),  # taken as 1
+    (3, 1200, 200, {"lookahead": 3, "node_type": np.int64}),
+    (4, 1500, 250, {"heap_floor": 2}),
+]
+
+
+@pytest.mark.parametrize("tie", list(TIE_MODES))
+def test_kernel_paths_learn_the_reference_merges(tie):
+    seen = dict.fromkeys(EVENTS, 0)
+    for seed, n_words, num_merges, knobs in CASES[: 2 if NOJIT else None]:
+        words = zipf_words(seed, n_words // (4 if NOJIT else 1))
+        model = ref.train(words=words, num_merges=num_merges, tie_break=tie)
+        got, events = kernel_merges(words, tie, num_merges, **dict(knobs))
+        want = [[list(p) for p in model.merges], model.merge_ids, model.merge_counts]
+        assert got == want, (tie, seed, knobs)
+        assert len(got[0]) == num_merges
+        for name, n in events.items():
+            seen[name] += n
+    if not NOJIT:  # the cases must keep reaching every path
+        assert all(seen.values()), seen
+
+
+def test_small_heap_floor_and_read_ahead_change_nothing():
+    """The knobs that only change speed give the same merges on a table of real text."""
+    from fbtest import CORPORA
+
+    import fastbpe_nb as fb
+
+    files = sorted(CORPORA.glob("*.txt"))[:1] if CORPORA.exists() else []
+    text = files[0].read_text(encoding="utf-8")[:300_000] if files else (
+        " ".join(zipf_words(9, 3000)) * 3)
+    counter = fb.word_table.count_corpus([text], "gpt2")
+    data, offsets, counts = counter.table()
+    words = {data[offsets[i]:offsets[i + 1]].tobytes().decode("utf-8", "surrogateescape"):
+             int(counts[i]) for i in range(len(counts))}
+    results = [kernel_merges(words, "ids", 2000, **knobs)[0]
+               for knobs in ({"heap_floor": 1024}, {"heap_floor": 1, "lookahead": 1},
+                             {"heap_floor": 7, "lookahead": 64})]
+    assert results[0] == results[1] == results[2]
+    assert len(results[0][0]) > 500
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_purge_keeps_every_live_record_findable(seed):
+    """Dead records deleted in place (backward shift, runs that wrap past the table's
+    end included): every live pair is still found with its record, no dead one is."""
+    from fastbpe_nb.kernels.merge import R_COUNT, R_HEAD, R_KEY, _init_record, _new_table, \
+        _pair_hash, _probe, _purge
+
+    rng = random.Random(seed)
+    rec = _new_table(16, 4)
+    mask = 15
+    keys = []
+    while len(keys) < 12:  # 3/4 full, homes crowded near the end so that runs wrap
+        key = (rng.randrange(1 << 31) << 32) | rng.randrange(1 << 31)
+        if (_pair_hash(key) & mask) >= 11 or rng.random() < 0.2:
+            q = _probe(rec, key)
+            if rec[q, R_KEY] == -1:
+                _init_record(rec, q, key)
+                keys.append(key)
+    counts = {k: rng.choice((0, 0, 1, 5)) for k in keys}
+    for k in keys:
+        q = _probe(rec, k)
+        rec[q, R_COUNT] = counts[k]
+        rec[q, R_HEAD] = counts[k] * 1000 + 7  # the record's other columns move with it
+    assert _purge(rec) == sum(1 for c in counts.values() if c == 0)
+    for k, c in counts.items():
+        q = _probe(rec, k)
+        if c:
+            assert rec[q, R_KEY] == k and rec[q, R_COUNT] == c and rec[q, R_HEAD] == c * 1000 + 7
+        else:
+            assert rec[q, R_KEY] == -1
+
+
+def test_too_many_words_is_a_training_error():
+    """The kernel numbers words in 32 bits: 2**31 of them are refused with a clear error
+    before anything is allocated (read-only broadcast views: no memory behind them)."""
+    from fastbpe_nb.errors import TrainingError
+    from fastbpe_nb.merge_loop import UNLIMITED, run_merge_kernel
+
+    n = 2**31
+    counts = np.broadcast_to(np.int64(1), (n,))
+    offsets = np.broadcast_to(np.int64(0), (n + 1,))
+    with pytest.raises(TrainingError, match="2,147,483,648 unique words"):
+        run_merge_kernel(np.zeros(0, np.int32), offsets, counts, [bytes([b]) for b in range(256)],
+                         np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
+                         UNLIMITED)
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_a_count_below_one_is_a_training_error(bad):
+    """A word table with a count of 0 or less (no caller of ours builds one) is refused,
+    naming the row, before the kernel sees it."""
+    from fastbpe_nb.errors import TrainingError
+    from fastbpe_nb.merge_loop import UNLIMITED, run_merge_kernel
+
+    symbols = np.frombuffer(b"abcabcab", np.uint8).astype(np.int32)
+    with pytest.raises(TrainingError, match=f"word 1: count {bad} is not positive"):
+        run_merge_kernel(symbols, np.array([0, 3, 6, 8], np.int64),
+                         np.array([2, bad, 1], np.int64), [bytes([b]) for b in range(256)],
+                         np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
+                         UNLIMITED)
+
