@@ -62,7 +62,12 @@ class WordCounter:
         #: Called as ``memory_check(bytes)`` before each counting kernel call with the most
         #: it may allocate (``growth_bytes``): a budget raises there, before allocating.
         self.memory_check = None
-        #: ``count_text_batch``'s tunables (see COUNT_CHUNK_BYTES), read at each batch.
+        #: Called as ``memory_left()``: the bytes the budget leaves (the merge of each batch
+        #: into the table checks its growths against it); None: no budget.
+        self.memory_left = None
+        #: True once a refused growth left the table part-merged (its counts are wrong).
+        self.broken = False
+        #: ``count_text_blocks``' tunables (see COUNT_CHUNK_BYTES), read at each batch.
         self.chunk_bytes = COUNT_CHUNK_BYTES
         self.block_words = COUNT_BLOCK_WORDS
 
@@ -194,6 +199,9 @@ class WordCounter:
         per_thread = 4
         if self.memory_check is not None:
             per_thread = 1
+        if self.broken:
+            raise RuntimeError("this WordCounter's table was left part-merged by a refused "
+                               "growth (MemoryBudgetError): its counts cannot be used")
         n_blocks = max(1, min(per_thread * n_threads, n_bytes // (256 << 10)),
                        -(-n_bytes // MAX_BLOCK_BYTES))
         if self.memory_check is not None:
@@ -205,17 +213,26 @@ class WordCounter:
         args = scan + (n_blocks, block_words)
         bounds, done, *tables = run_parallel(count_text_blocks, n_threads, *args,
                                              serial=(count_text_blocks_serial, args))
-        if self.memory_check is not None:
-            # New words: at most those of the private tables, plus, for a block that
-            # filled its table, the distinct pieces of what it has left to count.
-            left = int((bounds[1:] - done[:, 3]).sum())
-            n_words = int(done[:, 0].sum()) + (256 + left // 2 if left else 0)
-            self.memory_check(self._global_growth(n_words, n_bytes))
+        # Under a budget the merge kernel checks each growth of the global table against
+        # what is left of it (a bound from the tables' words would count a word once per
+        # block, and every word already in the table as new).
+        left = -1 if self.memory_left is None else max(0, int(self.memory_left()))
+        budget = np.array([left, 0, 0], dtype=np.int64)
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
          self._wkey, self._n, n_pieces) = call_kernel(
             merge_text_blocks, data, doc_offsets, bounds, done, *scan[2:], block_words,
             *tables, self.n_pieces, self._keys, self._store, self._store_len, self._off,
-            self._count, self._first, self._wkey, self._n)
+            self._count, self._first, self._wkey, self._n, budget)
+        if budget[2] > 0:
+            from .errors import MemoryBudgetError
+
+            self.broken = True
+            if self.memory_check is not None:
+                self.memory_check(int(budget[2]))
+            raise MemoryBudgetError(
+                f"counting: the word table's next growth needs {budget[2] / 2**20:,.0f} MiB, "
+                f"over what is left of the max_memory budget ({left / 2**20:,.0f} MiB); "
+                "stopped before allocating it")
         self.n_pieces += n_pieces
 
     def _count_pieces(self, data, pieces):

@@ -123,7 +123,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
 #: allocation itself against what is left of the budget (``run_merge_kernel``).
 #: Measured with benchmarks/train_memory_phases.py (VmHWM reset before each phase; 986,818
 #: unique random 4-12 letter words, gpt2 pattern, S = 9.1 B/word):
-#:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.text_growth_bytes)
+#:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.private_bytes, then each growth of the table)
 #:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
 #:                                    through int64 index arrays) before the copy path
 #:   int32 symbols   4.0 B/S          estimate 4 B/S

@@ -320,6 +320,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
         counter.memory_check = lambda need: check_budget(
             "counting (the next batch)", need, max_memory,
             f"{counter.n_unique:,} unique words so far")
+        counter.memory_left = lambda: max_memory - rss_bytes()
     stats = ReadStats()
     files = expand_paths(paths, on_bad_input, stats.ignored, stats.skipped_files)
     bar = None
@@ -345,7 +346,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
                     f"counting used {rss_bytes() / 2**20:.0f} MiB, over the max_memory budget "
                     f"of {max_memory / 2**20:.0f} MiB ({counter.n_unique:,} unique words so far)")
     finally:
-        counter.memory_check = None  # it refers to the counter: a cycle would delay freeing it
+        counter.memory_check = counter.memory_left = None  # cycles would delay freeing it
         if bar is not None:
             bar.close()
     return counter, stats

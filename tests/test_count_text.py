@@ -62,7 +62,7 @@ def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial
      counter._first, counter._wkey, counter._n, n_pieces) = merge_text_blocks(
         data, offsets, bounds, done, *scan[2:], block_words, *tables, counter.n_pieces,
         counter._keys, counter._store, counter._store_len, counter._off, counter._count,
-        counter._first, counter._wkey, counter._n)
+        counter._first, counter._wkey, counter._n, np.array([-1, 0, 0], np.int64))
     counter.n_pieces += n_pieces
     return counter
 
@@ -155,27 +155,37 @@ def test_a_text_without_safe_cuts_is_one_block():
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_word_counter_takes_the_one_pass_path(n_threads):
     """``add_batch`` with a named pattern counts through the one-pass kernels (the same
-    table as two steps). Under a memory check, each step is checked before it allocates:
-    the private tables with a bound from the batch's size, the global table's growth with
-    the words the private tables really hold (at least what the table then grew by)."""
+    table as two steps). Under a memory budget the private tables are checked before the
+    parallel pass, and each growth of the global table inside the merge: a budget with room
+    for the growth gives the same table; one without raises MemoryBudgetError naming the
+    bytes, before allocating, and the part-merged counter refuses further batches."""
+    from fastbpe_nb.errors import MemoryBudgetError
+
     rng = np.random.default_rng(5)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     unique = [" ".join("".join(rng.choice(letters, 9)) for _ in range(12)) for _ in range(6000)]
     docs = ["fn main() {\n    let x = 42;\n}\n" * 200, "naïve café\n" * 50, "", "東京\n" * 30,
             "\n".join(unique)]
     data, offsets = _batch(docs)
-    for checked in (False, True):
-        counter = WordCounter("cl100k", num_threads=n_threads)
-        seen = []
-        if checked:
-            counter.memory_check = seen.append
-        before = counter.nbytes
-        counter.add_batch(data, offsets)
-        assert _state(counter) == _state(_two_step(data, offsets, "cl100k"))
-        assert len(seen) == (2 if checked else 0)
-    assert counter.n_unique > 70_000 and counter.nbytes > before
-    assert seen[0] >= counter.n_unique * 8
-    assert seen[1] >= counter.nbytes - before
+    want = _state(_two_step(data, offsets, "cl100k"))
+    free = WordCounter("cl100k", num_threads=n_threads)
+    before = free.nbytes
+    free.add_batch(data, offsets)
+    assert _state(free) == want and free.n_unique > 70_000
+    grown = free.nbytes - before
+    assert grown > 0
+    seen = []
+    roomy = WordCounter("cl100k", num_threads=n_threads)
+    roomy.memory_check, roomy.memory_left = seen.append, lambda: 4 * grown
+    roomy.add_batch(data, offsets)
+    assert _state(roomy) == want and len(seen) == 1 and seen[0] >= roomy.n_unique * 8
+    tight = WordCounter("cl100k", num_threads=n_threads)
+    tight.memory_check, tight.memory_left = seen.append, lambda: grown // 4
+    with pytest.raises(MemoryBudgetError, match="next growth needs"):
+        tight.add_batch(data, offsets)
+    assert seen[-1] > 0 and tight.broken
+    with pytest.raises(RuntimeError, match="part-merged"):
+        tight.add_batch(data, offsets)
 
 
 def test_long_pieces_that_share_their_ends_stay_apart():

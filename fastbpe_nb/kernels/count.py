@@ -169,6 +169,7 @@ def _count_one(data, piece_offsets, b, block_start, u_base, u_piece, u_count, u_
 def _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_key, n_unique,
                   first_index, g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n):
     """Serial merge in block order: a word's first occurrence is in the earliest block."""
+    unlimited = np.array([-1, 0, 0], dtype=np.int64)  # count_batch's caller bounds it
     for b in range(n_blocks):
         lo = u_base[b]
         for j in range(n_unique[b]):
@@ -176,7 +177,7 @@ def _merge_blocks(data, piece_offsets, n_blocks, u_base, u_piece, u_count, u_key
             (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n) = _add_word(
                 data, piece_offsets[p], piece_offsets[p + 1], u_key[lo + j], u_count[lo + j],
                 first_index + p, g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey,
-                g_n)
+                g_n, unlimited)
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
 
 
@@ -319,15 +320,30 @@ def _same_long(data, a, b, n):
 
 @njit(cache=True, nogil=True, inline="always")
 def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off, g_count,
-              g_first, g_wkey, g_n):
+              g_first, g_wkey, g_n, budget):
     """Add ``count`` occurrences of the word ``data[s:e]`` (piece key ``key``, first seen at
     piece ``first``) to the global table; returns its (possibly grown) arrays.
 
     The global slots hold a word's key beside its index (``g_keys[2 i]``, ``g_keys[2 i +
     1]``): a short word is found with one cache line, without reading the store.
+    ``budget`` (int64[3]): the bytes the table may allocate (-1: no limit), the bytes it
+    has allocated, and, set when a growth would pass the limit, the bytes that growth
+    needed (nothing is added then: the caller stops and reports it).
     """
     n_slots = g_keys.shape[0] // 2
+    n = e - s
+    need = 16 * 2 * n_slots if 2 * (g_n + 1) > n_slots else 0
+    if g_store_len + n > g_store.shape[0]:
+        need += max(g_store_len + n, 2 * g_store.shape[0])
+    if g_n + 2 > g_off.shape[0]:
+        need += 8 * max(g_n + 2, 2 * g_off.shape[0])
+    if g_n + 1 > g_count.shape[0]:
+        need += 3 * 8 * max(g_n + 1, 2 * g_count.shape[0])
+    if need > 0 and budget[0] >= 0 and budget[1] + need > budget[0]:
+        budget[2] = need  # the most this word could need (as if it were new)
+        return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
     if 2 * (g_n + 1) > n_slots:
+        budget[1] += 16 * 2 * n_slots
         n_slots *= 2
         g_keys = np.full(2 * n_slots, EMPTY, dtype=np.int64)
         nmask = n_slots - 1
@@ -339,7 +355,6 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
             g_keys[2 * i + 1] = w
     mask = n_slots - 1
     i = _key_slot(key) & mask
-    n = e - s
     while True:
         k = g_keys[2 * i]
         if k == key:
@@ -353,12 +368,15 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
             g_keys[2 * i + 1] = g_n
             # grow() only when full: a call per array and word cost more than the rest.
             if g_store_len + n > g_store.shape[0]:
+                budget[1] += max(g_store_len + n, 2 * g_store.shape[0])
                 g_store = grow(g_store, g_store_len + n)
             for k2 in range(n):
                 g_store[g_store_len + k2] = data[s + k2]
             if g_n + 2 > g_off.shape[0]:
+                budget[1] += 8 * max(g_n + 2, 2 * g_off.shape[0])
                 g_off = grow(g_off, g_n + 2)
             if g_n + 1 > g_count.shape[0]:
+                budget[1] += 3 * 8 * max(g_n + 1, 2 * g_count.shape[0])
                 g_count = grow(g_count, g_n + 1)
             if g_n + 1 > g_first.shape[0]:
                 g_first = grow(g_first, g_n + 1)
@@ -485,13 +503,15 @@ def _counts_out(slots, u_slot, u_count, n_unique):
 
 @njit(cache=True, nogil=True)
 def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, first_index,
-                 g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n):
+                 g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget):
     """Add a private table of ``_count_range`` to the global table (words new to it get
-    first occurrence ``first_index + u_first``)."""
+    first occurrence ``first_index + u_first``); stops where ``budget`` refuses a growth."""
     for j in range(n_unique):
         (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n) = _add_word(
             data, u_start[j], u_end[j], u_key[j], u_count[j], first_index + u_first[j], g_keys,
-            g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n)
+            g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget)
+        if budget[2] > 0:
+            break
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
 
 
@@ -574,7 +594,7 @@ def _private_tables(n_blocks, block_words):
 def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
                       window_bytes, stream_bytes, chunk_bytes, block_words, u_start, u_end,
                       u_count, u_first, u_key, first_index, g_keys, g_store, g_store_len, g_off,
-                      g_count, g_first, g_wkey, g_n):
+                      g_count, g_first, g_wkey, g_n, budget):
     """Add the private tables of ``count_text_blocks`` to the global table, in block order
     (a word's first occurrence is in the earliest block that has it); a block whose table
     filled up counts the rest of its range here, a table at a time, before the next block
@@ -588,6 +608,10 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
         Its results (``block_words`` as given to it).
     first_index, g_keys ... g_n
         As ``count_batch``.
+    budget : int64[3]
+        The bytes the global table may allocate (-1: no limit), the bytes allocated so far
+        (0 at the call), and, on return, the bytes of a growth refused (0 if none). A refusal
+        leaves the table part-merged: the caller raises (the counts are not to be used).
 
     Returns
     -------
@@ -605,8 +629,10 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
              g_n) = _merge_range(data, n_unique, u_start[lo:hi], u_end[lo:hi],
                                  u_count[lo:hi], u_first[lo:hi], u_key[lo:hi],
                                  first_index + n_pieces, g_keys, g_store, g_store_len, g_off,
-                                 g_count, g_first, g_wkey, g_n)
+                                 g_count, g_first, g_wkey, g_n, budget)
             n_pieces += n
+            if budget[2] > 0:
+                return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
             if pos >= bounds[b + 1]:
                 break
             n_unique, n, d, pos = _count_range(
