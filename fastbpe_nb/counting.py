@@ -95,6 +95,9 @@ class WordCounter:
 
         Documents holding a special token are cut at it first (the token is dropped).
         """
+        if self.broken:
+            raise RuntimeError("this WordCounter's table was left part-merged by a refused "
+                               "growth (MemoryBudgetError): its counts cannot be used")
         data = np.ascontiguousarray(data, dtype=np.uint8)
         doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
         if len(doc_offsets) == 0 or doc_offsets[0] < 0 or doc_offsets[-1] > len(data) or (
@@ -180,8 +183,8 @@ class WordCounter:
         """Scan and count a batch in one pass (named patterns): ``count_text_blocks`` fills
         the blocks' private tables in parallel, ``merge_text_blocks`` adds them to the
         global table. Under a memory budget each step is checked before it allocates: the
-        first with a bound from the batch's size, the second with the words the private
-        tables really hold."""
+        private tables with a bound from the batch's size, each growth of the global table
+        inside the merge kernel, against what the budget leaves (``memory_left``)."""
         from ._scanner import PATTERN_IDS, class_table
         from .kernels.count import count_text_blocks, count_text_blocks_serial, merge_text_blocks
         from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
@@ -199,9 +202,6 @@ class WordCounter:
         per_thread = 4
         if self.memory_check is not None:
             per_thread = 1
-        if self.broken:
-            raise RuntimeError("this WordCounter's table was left part-merged by a refused "
-                               "growth (MemoryBudgetError): its counts cannot be used")
         n_blocks = max(1, min(per_thread * n_threads, n_bytes // (256 << 10)),
                        -(-n_bytes // MAX_BLOCK_BYTES))
         if self.memory_check is not None:
