@@ -22,7 +22,7 @@ from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, pha
                          rss_bytes, run_merge_kernel)
 from .text import clean_text
 from .tokenizer import Tokenizer
-from .validation import check_num_threads
+from .validation import check_min_count, check_num_threads
 from .word_table import count_corpus, count_words, iter_texts, word_table
 
 #: Used when neither vocab_size nor num_merges is given.
@@ -374,6 +374,7 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
+    min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
     t0 = time.perf_counter()
     ignored, skipped = [], []
     files = expand_paths(paths, on_bad_input, ignored, skipped)
@@ -458,14 +459,11 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
 
 
 def _prune_rare_words(word_bytes, offsets, counts, min_word_count, report):
-    """The word table without words counted fewer than ``min_word_count`` times (order
-    kept); ``report`` gets ``words_pruned`` and ``occurrences_pruned``."""
+    """The word table without words counted fewer than ``min_word_count`` (checked) times,
+    order kept; ``report`` gets ``words_pruned`` and ``occurrences_pruned``."""
     from .kernels.count import prune_words
     from .parallel import call_kernel
 
-    if isinstance(min_word_count, bool) or not isinstance(min_word_count, (int, np.integer)) \
-            or min_word_count < 1:
-        raise ValueError(f"min_word_count must be a positive int, got {min_word_count!r}")
     rare = counts < min_word_count
     report["words_pruned"] = int(rare.sum())
     report["occurrences_pruned"] = int(counts[rare].sum())

@@ -29,6 +29,13 @@ def check_num_threads(value, name: str = "num_threads"):
     return int(value)
 
 
+def check_min_count(value, name: str = "min_count") -> int:
+    """A minimum word count: an int >= 1 (NumPy integers too, not a bool)."""
+    if not _is_integer(value) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
 def check_dropout(value, name: str = "dropout") -> float:
     """A BPE-dropout probability: a real number in [0, 1] (not a bool, not NaN).
 

@@ -231,5 +231,6 @@ def test_min_word_count_prunes_before_merging(shards, tmp_path, tie_break):
         assert run.returncode == 0, run.stderr
         assert '"words_pruned"' in run.stdout
         assert np.array_equal(fb.load(tmp_path / "m.json").merges, tok.merges)
-    with pytest.raises(ValueError, match="min_word_count"):
-        fb.train_files([corpus], vocab_size=300, min_word_count=0)
+    for bad in (0, True, 1.0, "2"):  # checked before any work, even where it prunes nothing
+        with pytest.raises(ValueError, match="min_word_count"):
+            fb.train_files([corpus], vocab_size=300, min_word_count=bad)

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from ..errors import ModelFormatError
+from ..validation import check_min_count
 from .atomic import atomic_write
 
 COUNTS_FORMAT = "fastbpe_nb.counts"
@@ -145,8 +146,7 @@ def merge_counts(paths, min_count: int = 1):
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise ValueError("merge_counts needs at least one counts file")
-    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
-        raise ValueError(f"min_count must be a positive int, got {min_count!r}")
+    min_count = check_min_count(min_count)
     words, counts, first_meta, files = [], [], None, []
     for path in paths:
         data, offsets, cnt, meta = load_counts(path)
