@@ -15,7 +15,7 @@ from .text import clean_text
 
 
 #: Named patterns are scanned and counted in one kernel pass (``kernels.count.
-#: count_text_batch``): each block of a batch scans ``COUNT_CHUNK_BYTES`` of text at a time
+#: count_text_blocks``): each block of a batch scans ``COUNT_CHUNK_BYTES`` of text at a time
 #: into a small buffer and counts those pieces while they are in cache, into a private
 #: table of at most ``COUNT_BLOCK_WORDS`` unique words (a block with more counts the rest in
 #: serial rounds). Neither changes the counts, only speed and memory (tests shrink them).
@@ -60,7 +60,8 @@ class WordCounter:
         self._wkey = np.zeros(1 << 15, dtype=np.int64)
         self._n = 0
         #: Called as ``memory_check(bytes)`` before each counting kernel call with the most
-        #: it may allocate (``growth_bytes``): a budget raises there, before allocating.
+        #: it may allocate (``growth_bytes``, ``private_bytes``): a budget raises there,
+        #: before allocating.
         self.memory_check = None
         #: Called as ``memory_left()``: the bytes the budget leaves (the merge of each batch
         #: into the table checks its growths against it); None: no budget.
@@ -128,12 +129,8 @@ class WordCounter:
         ``n_bytes`` bytes (as if every piece were a new word): its private per-block tables
         (3 int64 per piece, and hash slots: at most 4 int64 per piece) and the growth of
         the global table (hash slots doubling, store and per-word arrays growing)."""
-        return (24 + 32) * n_pieces + self._global_growth(n_pieces, n_bytes)
-
-    def _global_growth(self, n_words: int, n_bytes: int) -> int:
-        """What the global table grows by if ``n_words`` new words of ``n_bytes`` bytes
-        in all were added: hash slots doubling, store and per-word arrays growing."""
-        n_new = self._n + min(n_words, n_bytes)
+        private = (24 + 32) * n_pieces
+        n_new = self._n + n_pieces
         cap = self._keys.shape[0] // 2
         while 2 * (n_new + 1) > cap:
             cap *= 2
@@ -142,7 +139,7 @@ class WordCounter:
             grow += max(self._store_len + n_bytes, 2 * self._store.shape[0])
         if n_new + 2 > self._off.shape[0]:
             grow += 4 * 8 * max(n_new + 2, 2 * self._off.shape[0])
-        return grow
+        return private + grow
 
     def private_bytes(self, n_bytes: int, n_blocks: int, block_words: int) -> int:
         """The most ``count_text_blocks`` allocates for a batch of ``n_bytes`` bytes cut into
@@ -199,12 +196,10 @@ class WordCounter:
         # private table, so small batches get fewer. Under a budget: one block per thread,
         # and tables of at most a word per 8 bytes (a fuller table resumes in serial
         # rounds: slower on text of all-new words, never more memory).
-        per_thread = 4
-        if self.memory_check is not None:
-            per_thread = 1
-        n_blocks = max(1, min(per_thread * n_threads, n_bytes // (256 << 10)),
+        budgeted = self.memory_check is not None
+        n_blocks = max(1, min((1 if budgeted else 4) * n_threads, n_bytes // (256 << 10)),
                        -(-n_bytes // MAX_BLOCK_BYTES))
-        if self.memory_check is not None:
+        if budgeted:
             block_words = min(block_words, max(4096, n_bytes // (8 * n_blocks)))
             self.memory_check(self.private_bytes(n_bytes, n_blocks, block_words))
         stage1, stage2 = class_table()

@@ -332,16 +332,17 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
     """
     n_slots = g_keys.shape[0] // 2
     n = e - s
-    need = 16 * 2 * n_slots if 2 * (g_n + 1) > n_slots else 0
-    if g_store_len + n > g_store.shape[0]:
-        need += max(g_store_len + n, 2 * g_store.shape[0])
-    if g_n + 2 > g_off.shape[0]:
-        need += 8 * max(g_n + 2, 2 * g_off.shape[0])
-    if g_n + 1 > g_count.shape[0]:
-        need += 3 * 8 * max(g_n + 1, 2 * g_count.shape[0])
-    if need > 0 and budget[0] >= 0 and budget[1] + need > budget[0]:
-        budget[2] = need  # the most this word could need (as if it were new)
-        return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
+    if budget[0] >= 0:  # the growths this word could cause (as if it were new)
+        need = 16 * 2 * n_slots if 2 * (g_n + 1) > n_slots else 0
+        if g_store_len + n > g_store.shape[0]:
+            need += max(g_store_len + n, 2 * g_store.shape[0])
+        if g_n + 2 > g_off.shape[0]:
+            need += 8 * max(g_n + 2, 2 * g_off.shape[0])
+        if g_n + 1 > g_count.shape[0]:
+            need += 3 * 8 * max(g_n + 1, 2 * g_count.shape[0])
+        if budget[1] + need > budget[0]:
+            budget[2] = need
+            return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
     if 2 * (g_n + 1) > n_slots:
         budget[1] += 16 * 2 * n_slots
         n_slots *= 2
@@ -554,12 +555,9 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, window_byte
     ascii_words = ascii_class_words(stage1, stage2)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in prange(n_blocks):
-        lo = b * block_words
-        hi = lo + block_words
-        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
-            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
-            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
-            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+        _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
+                        ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words,
+                        u_start, u_end, u_count, u_first, u_key, done)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
 
 
@@ -572,13 +570,24 @@ def count_text_blocks_serial(data, doc_offsets, pattern_id, stage1, stage2, wind
     ascii_words = ascii_class_words(stage1, stage2)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in range(n_blocks):
-        lo = b * block_words
-        hi = lo + block_words
-        done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
-            data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1,
-            stage2, ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
-            u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+        _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
+                        ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words,
+                        u_start, u_end, u_count, u_first, u_key, done)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
+
+
+@njit(cache=True, nogil=True)
+def _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
+                    ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words, u_start,
+                    u_end, u_count, u_first, u_key, done):
+    """Count block ``b`` into its own slices of the private tables and its row of ``done``
+    (no sharing)."""
+    lo = b * block_words
+    hi = lo + block_words
+    done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
+        data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1, stage2,
+        ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi], u_end[lo:hi],
+        u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
 
 
 @njit(cache=True, nogil=True)
