@@ -105,8 +105,17 @@ def run_all(job) -> dict:
                 out[f"{name}/{entry}"] = fn()
             except Exception as exc:  # noqa: BLE001 (reported, compared)
                 out[f"{name}/{entry}"] = ["raised", type(exc).__name__, str(exc)[:200]]
-    # Training in the child: the parallel counting kernel again.
+    # Training in the child: the parallel counting kernel again, and train_files (its reader
+    # thread, the one-pass counting of a text file, pruning of rare words).
     out["train/merges"] = fb.train(documents(200, seed), vocab_size=320).merges.tolist()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "corpus.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(documents(200, seed)) + "\n")
+        tok, report = fb.train_files([path], vocab_size=320, min_word_count=2,
+                                     return_report=True)
+    out["train_files/merges"] = tok.merges.tolist()
+    out["train_files/words_pruned"] = report["words_pruned"]
     return out
 
 
