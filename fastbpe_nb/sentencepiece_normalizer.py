@@ -67,6 +67,10 @@ class SentencePieceNormalizer:
         Plain runs are stretches of characters that no rule and no user-defined piece
         touches (each of their characters is its own unit).
         """
+        return [(u, plain) for u, plain, _, _ in self._unit_spans(text)]
+
+    def _unit_spans(self, text: str):
+        """``_units`` with each unit's source span: ``(str, is_plain_run, start, end)``."""
         rules, maxlen, user_re, trig, is_trig, user_at = self._setup()
         # Candidate starts: a rule of length L >= 2 has a "trigger" at its second
         # character, a one-character rule starts at one; user-defined pieces are found
@@ -82,7 +86,7 @@ class SentencePieceNormalizer:
             if starts:
                 cands.append(np.array(starts, dtype=np.int64))
         if not cands:
-            return [(text, True)]
+            return [(text, True, 0, len(text))]
         cands = np.unique(np.concatenate(cands)).tolist()
         units = []
         pos = 0
@@ -91,25 +95,25 @@ class SentencePieceNormalizer:
             if c < pos:
                 continue
             if c > pos:
-                units.append((text[pos:c], True))
+                units.append((text[pos:c], True, pos, c))
                 pos = c
             if user_re is not None:
                 m = user_re.match(text, c)
                 if m:
-                    units.append((m.group(), False))
+                    units.append((m.group(), False, c, m.end()))
                     pos = m.end()
                     continue
             for L in range(min(maxlen, n - c), 0, -1):
                 rep = rules.get(text[c:c + L])
                 if rep is not None:
-                    units.append((rep, False))
+                    units.append((rep, False, c, c + L))
                     pos = c + L
                     break
             else:
-                units.append((text[c], True))
+                units.append((text[c], True, c, c + 1))
                 pos = c + 1
         if pos < n:
-            units.append((text[pos:], True))
+            units.append((text[pos:], True, pos, n))
         return units
 
     def normalize(self, text: str) -> str:
@@ -168,3 +172,86 @@ class SentencePieceNormalizer:
             out.append(u.replace(" ", space) if self.escape_whitespaces else u)
         s = "".join(out)
         return s.rstrip(space) if rem else s
+
+    def normalize_aligned(self, text: str):
+        """``(normalize(text), (src_start, src_end))``: for normalized character j, the
+        characters ``text[src_start[j]:src_end[j]]`` it came from (Hugging Face's alignment:
+        a rule's output points at the whole matched source, the dummy ``▁`` at the first
+        character kept). Mirrors ``normalize`` step by step on (char, start, end) records."""
+        out = self.normalize(text)
+        rem = self.remove_extra_whitespaces
+        space = WS if self.escape_whitespaces else " "
+        units = []  # per unit: its records and whether it is a plain run
+        for u, plain, a, b in self._unit_spans(text) if text else ():
+            recs = ([(c, a + i, a + i + 1) for i, c in enumerate(u)] if plain
+                    else [(c, a, b) for c in u])
+            units.append((recs, plain))
+
+        def lstrip(recs):
+            k = 0
+            while k < len(recs) and recs[k][0] == " ":
+                k += 1
+            return recs[k:]
+
+        def collapse(recs):  # re.sub(" {2,}", " ", u): a run keeps its first space
+            return [r for k, r in enumerate(recs)
+                    if not (r[0] == " " and k and recs[k - 1][0] == " ")]
+
+        if rem:  # heading units: plain runs lose leading spaces, one-space units go
+            while units:
+                recs, plain = units[0]
+                if plain:
+                    recs = lstrip(recs)
+                    if recs:
+                        units[0] = (recs, True)
+                        break
+                    units.pop(0)
+                elif [r[0] for r in recs] == [" "]:
+                    units.pop(0)
+                else:
+                    break
+        kept = []
+        prev_space = rem
+        for recs, plain in units:
+            if plain:
+                if rem:
+                    if prev_space:
+                        recs = lstrip(recs)
+                    if not recs:
+                        continue
+                    recs = collapse(recs)
+                    prev_space = recs[-1][0] == " "
+            else:
+                if prev_space:
+                    recs = lstrip(recs)
+                if recs:
+                    prev_space = recs[-1][0] == " "
+                if not rem:
+                    prev_space = False
+                if not recs:
+                    continue
+            kept.extend((space if c == " " and self.escape_whitespaces else c, a, b)
+                        for c, a, b in recs)
+        if rem:
+            while kept and kept[-1][0] == space:
+                kept.pop()
+        if rem:  # a collapsed run of spaces points at its last space, as HF's Replace does
+            starts = {a for _, a, _ in kept}
+            for k, (c, a, b) in enumerate(kept):
+                if b == a + 1 and text[a] == " ":
+                    while a + 1 < len(text) and text[a + 1] == " " and a + 1 not in starts:
+                        a += 1
+                    kept[k] = (c, a, a + 1)
+        if self.add_dummy_prefix and kept:
+            kept.insert(0, (space, kept[0][1], kept[0][2]))
+        if "".join(r[0] for r in kept) != out:  # a rule this mirror does not follow
+            return out, coarse_alignment(out, len(text))
+        return out, (np.array([r[1] for r in kept], dtype=np.int64),
+                     np.array([r[2] for r in kept], dtype=np.int64))
+
+
+def coarse_alignment(normalized: str, n_source: int):
+    """Every normalized character pointing at the whole source (when no finer alignment
+    is known): offsets then cover the text, never a wrong part of it."""
+    m = len(normalized)
+    return np.zeros(m, dtype=np.int64), np.full(m, n_source, dtype=np.int64)

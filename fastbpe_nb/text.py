@@ -56,3 +56,41 @@ class UnicodeNormalizer:
 
     def __eq__(self, other):
         return isinstance(other, UnicodeNormalizer) and self.form == other.form
+
+    def normalize_aligned(self, text: str):
+        """``(normalize(text), (src_start, src_end))``: normalized character j comes from
+        ``text[src_start[j]:src_end[j]]`` (see ``normalized_segments``)."""
+        import numpy as np
+
+        if self.form is None or unicodedata.is_normalized(self.form, text):
+            idx = np.arange(len(text), dtype=np.int64)
+            return text, (idx, idx + 1)
+        starts, ends, parts = [], [], []
+        for a, b, out in normalized_segments(self.form, text):
+            parts.append(out)
+            starts.extend([a] * len(out))
+            ends.extend([b] * len(out))
+        return "".join(parts), (np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+
+
+def normalized_segments(form: str, text: str):
+    """``[(start, end, normalize(text[start:end]))]`` whose outputs join to
+    ``normalize(text)``: each segment is a starter with the combining marks after it,
+    merged with the next one wherever normalizing them apart would differ (Hangul jamo,
+    compositions across starters), so the segments are as small as correctness allows."""
+    cuts = [0] + [i for i in range(1, len(text)) if not unicodedata.combining(text[i])]
+    cuts.append(len(text))
+    segs = []
+    a, b = cuts[0], cuts[1]
+    for c in cuts[2:]:
+        if (text[b - 1] < "\x80" and text[b] < "\x80"
+                or unicodedata.normalize(form, text[a:c])
+                == unicodedata.normalize(form, text[a:b]) + unicodedata.normalize(form, text[b:c])):
+            segs.append((a, b))
+            a = b
+        b = c
+    segs.append((a, b))
+    out = [(s, e, unicodedata.normalize(form, text[s:e])) for s, e in segs]
+    if "".join(o for _, _, o in out) != unicodedata.normalize(form, text):
+        return [(0, len(text), unicodedata.normalize(form, text))]  # one span: never wrong
+    return out

@@ -29,10 +29,13 @@ from .model import MergeModel
 from .specials import SpecialTokens, check_special_tokens
 from .text import UnicodeNormalizer
 from .validation import check_dropout, check_num_threads, check_seed
+from .file_verbs import FileVerbs
+from .framing import encode_framed, frame_one
+from .offsets import OffsetsMixin
 from .vocab_api import VocabularyLookups
 
 
-class Tokenizer(VocabularyLookups):
+class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
     """A BPE tokenizer: frozen merges, vocabulary, pre-tokenization pattern, special tokens.
 
     Parameters
@@ -189,7 +192,8 @@ class Tokenizer(VocabularyLookups):
 
     # ------------------------------------------------------------------ encoding
     def encode(self, text: str, allowed_special=(), disallowed_special="all", *,
-               dropout: float = 0.0, seed: int = 0) -> list[int]:
+               dropout: float = 0.0, seed: int = 0, add_bos: bool = False,
+               add_eos: bool = False) -> list[int]:
         """Encode ``text`` to token ids (tiktoken's special-token semantics).
 
         By default a registered special token in ``text`` raises
@@ -198,8 +202,12 @@ class Tokenizer(VocabularyLookups):
 
         ``dropout=p`` (BPE-dropout, for training-time regularisation) skips each applicable
         merge with probability p, deterministically for a given ``seed``; ``p=0`` is exactly
-        ordinary encoding, and every result still decodes to the input.
+        ordinary encoding, and every result still decodes to the input. ``add_bos`` /
+        ``add_eos``: the tokenizer's ``bos_token`` / ``eos_token`` around the ids.
         """
+        if add_bos is not False or add_eos is not False:
+            return frame_one(self, self.encode(text, allowed_special, disallowed_special,
+                                               dropout=dropout, seed=seed), add_bos, add_eos)
         if (allowed_special == () and disallowed_special == "all" and type(text) is str
                 and type(dropout) in (int, float) and dropout == 0 and type(seed) is int
                 and 0 <= seed < 2**31 and not self.specials.all.maybe_in(text)):
@@ -235,12 +243,29 @@ class Tokenizer(VocabularyLookups):
         """
         return self._encoder.id_list(self._encoder.encode_bytes(bytes(data)))
 
-    def encode_batch(self, texts, num_threads=None, allowed_special=(), disallowed_special="all"):
+    def encode_batch(self, texts, num_threads=None, allowed_special=(), disallowed_special="all",
+                     *, return_offsets: bool = False, add_bos: bool = False,
+                     add_eos: bool = False, max_length=None, stride=None, padding=False,
+                     padding_side: str = "right", return_numpy: bool = False):
         """Encode many documents at once, on all cores.
 
         A list of str gives a list of lists of ids; a pyarrow string array (or chunked
-        array) gives a ``pa.ListArray`` of int32 (nulls stay null).
+        array) gives a ``pa.ListArray`` of int32 (nulls stay null). ``return_offsets=True``
+        (a list of str): ``(ids_per_text, offsets_per_text)``, see ``encode_with_offsets``.
+        Framing (``framing.py``): ``add_bos``/``add_eos`` per document, ``max_length``
+        (BOS/EOS included) with an optional overlapping ``stride`` (then a list of windows
+        per document), ``padding`` (True/"longest"/"max_length") with ``return_numpy=True``:
+        ``{"input_ids": int32[rows, L], "attention_mask": int8[rows, L], ...}``.
         """
+        if add_bos or add_eos or max_length is not None or stride is not None or padding \
+                or return_numpy:
+            return encode_framed(self, texts, num_threads, allowed_special, disallowed_special,
+                                 add_bos=add_bos, add_eos=add_eos, max_length=max_length,
+                                 stride=stride, padding=padding, padding_side=padding_side,
+                                 return_numpy=return_numpy)
+        if return_offsets:
+            return self.encode_batch_with_offsets(texts, num_threads, allowed_special,
+                                                  disallowed_special)
         if isinstance(texts, str):
             raise TypeError("encode_batch expects a list of str (or an Arrow array), not one str")
         n_threads = check_num_threads(num_threads) or os.cpu_count() or 1
@@ -313,35 +338,6 @@ class Tokenizer(VocabularyLookups):
     def id_to_piece(self, token_id: int) -> bytes:
         self.decoder.check_ids([token_id])
         return self.vocab[int(token_id)]
-
-    # ------------------------------------------------------------------ files
-    def save(self, path) -> None:
-        """Write the model as one versioned JSON document (atomically); ``fb.load`` reads it."""
-        from .io.model_file import save_model
-
-        save_model(self, path)
-
-    def to_tiktoken(self, path, allow_lossy: bool = False) -> None:
-        """Write the regular tokens as a tiktoken ``.tiktoken`` ranks file (rank = id).
-
-        A normalizing tokenizer raises LossyExportError (the format cannot hold the
-        normalization) unless ``allow_lossy=True``, which warns instead.
-        """
-        from .io.tiktoken_format import save_tiktoken
-
-        save_tiktoken(self, path, allow_lossy)
-
-    def to_huggingface(self, path) -> None:
-        """Write a Hugging Face ``tokenizer.json`` (byte level, merge_mode="pairs")."""
-        from .io.huggingface_export import save_huggingface
-
-        save_huggingface(self, path)
-
-    def to_sentencepiece(self, path) -> None:
-        """Write a SentencePiece ``.model`` file (SentencePiece preset only)."""
-        from .io.sentencepiece_model import save_sentencepiece
-
-        save_sentencepiece(self, path)
 
 
 def _is_arrow(obj) -> bool:

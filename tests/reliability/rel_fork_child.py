@@ -89,6 +89,9 @@ def _entry_points(tok, docs) -> dict:
         "decode": lambda: [tok.decode(ids) for ids in tok.encode_batch(docs, num_threads=2, **kw)],
         "stream_decoder": stream,
         "encode_parquet": parquet,
+        "encode_batch_offsets": lambda: tok.encode_batch(docs, num_threads=2, return_offsets=True,
+                                                         **kw),
+        "decode_with_offsets": lambda: [tok.decode_with_offsets(tok.encode(d, **kw)) for d in docs],
     }
 
 
