@@ -335,10 +335,13 @@ class _StreamSplit:
         if self.sink.concat and len(self.carry):  # the remainder: one shorter sample
             self._samples(self.carry, [len(self.carry)], np.array([self.carry_docs]))
             self.carry = np.zeros(0, self.sink.dtype)
-        if self.shard is None and not self.done:
-            self._open()  # an empty split is an empty dataset
-        if self.shard is not None:
+        if self.shard is not None and self.shard.samples:
             self._close()
+        elif self.shard is not None:  # opened, never used
+            self.shard.discard()
+            self.shard = None
+        # (a split without documents is an index.json listing no shard: both stacks' own
+        # writers refuse to write an empty shard)
         self.index = PendingFile(os.path.join(self.folder(), "index.json"), "w")
         self.index.file.write(json.dumps(self.sink.index_json(self.done), sort_keys=True))
         self.index.finish()
