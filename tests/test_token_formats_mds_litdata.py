@@ -451,7 +451,8 @@ def test_litdata_writer_writes_the_same_chunk(tok, data, tmp_path):
         w[i] = np.array(stored(d, eos, None), np.uint16)
     w.done()
     w.merge()
-    assert (ref / "chunk-0-0.bin").read_bytes() == (tmp_path / "o" / "in" / "chunk-0-0.bin").read_bytes()
+    mine = (tmp_path / "o" / "in" / "chunk-0-0.bin").read_bytes()
+    assert (ref / "chunk-0-0.bin").read_bytes() == mine
     a = json.load(open(ref / "index.json"))
     b = json.load(open(tmp_path / "o" / "in" / "index.json"))
     assert a["chunks"] == b["chunks"]

@@ -1,5 +1,7 @@
 """Token files that training stacks read: Megatron, datatrove, nanoGPT and llm.c writers.
 
+(MosaicML MDS and litdata: ``token_formats_streaming``, a ``TokenSink`` of other splits.)
+
 ``encode_parquet(format=...)`` with one of ``TOKEN_FORMATS`` streams each input file's
 documents (non-null rows, in order) into that stack's own layout; for an input at
 ``<rel>.parquet`` under the inputs' common folder and the output folder ``O``:
