@@ -247,6 +247,14 @@ def test_mds_concat_tokens(tok, data, tmp_path, monkeypatch):
     assert rep["files"][0]["splits"]["train"]["documents"] == len(want)
     index = json.load(open(tmp_path / "o" / "in" / "index.json"))
     assert index["fastbpe_nb"]["concat_tokens"] == n
+    # pieces of every size (the huge document in many) give the same bytes
+    from fastbpe_nb.io import token_formats, token_formats_streaming
+
+    monkeypatch.setattr(token_formats, "PIECE_IDS", 40)
+    monkeypatch.setattr(token_formats_streaming, "PIECE_IDS", 70)
+    fb.encode_parquet(tok, root / "in.parquet", tmp_path / "p", format="mds",
+                      concat_tokens=n, bos="<|bos|>", shard_size=5000)
+    assert snapshot(tmp_path / "p") == snapshot(tmp_path / "o")
     # resume knows the option: another length is encoded again
     rep = fb.encode_parquet(tok, root / "in.parquet", tmp_path / "o", format="mds",
                             concat_tokens=n + 1, bos="<|bos|>", shard_size=5000, resume=True)
@@ -290,6 +298,20 @@ def test_options_are_checked_before_any_output(tok, data, tmp_path):
         with pytest.raises(EncodeOptionsError):
             fb.encode_parquet(tok, root / "in.parquet", tmp_path / "o", **kw)
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.json"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_document_too_large_for_uint32_offsets(tok, data, tmp_path, monkeypatch, fmt):
+    """A sample no shard can address (4 GiB here made 20 kB) is refused before it is
+    written, naming the dataset; nothing of the output is left."""
+    from fastbpe_nb.io import token_formats_streaming
+
+    root, _ = data
+    monkeypatch.setattr(token_formats_streaming, "MAX_SHARD_BYTES", 20_000)
+    with pytest.raises(OutputError, match="uint32 offsets"):
+        fb.encode_parquet(tok, root / "in.parquet", tmp_path / "o", format=fmt,
+                          shard_size=4000)
+    assert [n for _, _, ns in os.walk(tmp_path / "o") for n in ns] == []
 
 
 def test_readers_refuse_inconsistent_files(tok, data, tmp_path):

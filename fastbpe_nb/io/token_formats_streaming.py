@@ -279,6 +279,8 @@ class _StreamSplit:
         mds = self.sink.fmt == "mds"
         lengths = np.asarray(lengths, np.int64)
         cost = 4 + lengths * item + (5 + _shape_width(lengths) if mds else 0)
+        if len(cost):
+            self._check_fits(int(cost.max()), int(lengths[int(np.argmax(cost))]))
         a = off = 0
         while a < len(lengths):
             room = self._room()
@@ -299,12 +301,20 @@ class _StreamSplit:
             a += k
             off += n
 
+    def _check_fits(self, cost, n) -> None:
+        """Refuse, before writing it, a sample that no shard can address."""
+        if self.sink.shard_overhead + cost > MAX_SHARD_BYTES:
+            raise OutputError(f"{self.folder()}: a sample of {n} ids needs {cost} bytes; "
+                              f"{self.sink.fmt} shards address theirs with uint32 offsets "
+                              "(4 GiB at most)")
+
     def _huge(self, ids, lens, n) -> None:
         """One document of more than PIECE_IDS ids: its sample streamed piece by piece."""
         sink = self.sink
         heads, hlen = (mds_sample_headers([n], sink.dtype.itemsize) if sink.fmt == "mds"
                        else (np.zeros(0, np.uint8), np.zeros(1, np.int64)))
         size = int(hlen[0]) + n * sink.dtype.itemsize
+        self._check_fits(4 + size, n)
         if 4 + size > self._room() and self.shard.samples:
             self._close()
             self._open()
