@@ -25,7 +25,7 @@ test-all: $(STAMP)
 # Token files read by the training stacks' own readers that need PyTorch (CPU wheels).
 test-formats: $(STAMP)
 	$(PY) -m pip install --quiet --extra-index-url https://download.pytorch.org/whl/cpu -e '.[formats]'
-	$(PY) -m pytest -n 0 -q tests/test_token_formats.py
+	$(PY) -m pytest -n 0 -q tests/test_token_formats.py tests/test_token_formats_mds_litdata.py
 
 # The whole suite with the kernels running as plain Python (slow; not in CI).
 test-nojit: $(STAMP)

@@ -20,7 +20,8 @@ import fastbpe_nb as fb
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", ".asv", "data")
-FORMATS = ["count_only", "parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"]
+FORMATS = ["count_only", "parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc", "mds",
+           "litdata"]
 
 
 def main() -> None:

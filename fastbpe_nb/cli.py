@@ -164,7 +164,8 @@ def cmd_encode(args) -> int:
                                 count_only=args.count_only, progress=_progress(args),
                                 num_threads=args.threads, separator=args.separator,
                                 bos=args.bos, shard_size=args.shard_size,
-                                val_fraction=args.val_fraction, seed=args.seed)
+                                val_fraction=args.val_fraction, seed=args.seed,
+                                concat_tokens=args.concat_tokens)
         if not args.quiet:
             print(json.dumps(report, indent=2))
         return 0
@@ -392,15 +393,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "input's path relative to the inputs' common folder")
     e.add_argument("--column", default="text")
     e.add_argument("--format", default="parquet",
-                   choices=["parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"],
+                   choices=["parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc", "mds",
+                            "litdata"],
                    help="parquet: an ids column; bin: .bin + .idx.npy; megatron, datatrove, "
-                   "nanogpt, llmc: the token files of those training stacks")
+                   "nanogpt, llmc, mds (MosaicML streaming), litdata: the token files of those "
+                   "training stacks")
     e.add_argument("--separator", help="flat formats: token after each document (llmc: before)")
     e.add_argument("--bos", help="training-stack formats: a token before each document")
     e.add_argument("--shard-size", help="training-stack formats: bytes per id file, e.g. 1G")
     e.add_argument("--val-fraction", type=float, default=0.0, help="share of documents in "
                    "the val split (training-stack formats)")
     e.add_argument("--seed", type=int, default=0, help="seed of the --val-fraction split")
+    e.add_argument("--concat-tokens", type=int, help="mds: samples of exactly N tokens cut "
+                   "from the stream of documents (llm-foundry's --concat_tokens)")
     e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
     e.add_argument("--special", default="error", choices=["error", "allow", "text"],

@@ -23,10 +23,11 @@ Output forms:
 * ``format="bin"``: ``<stem>.bin`` (the ids of every non-null row, each document followed
   by the separator token), ``<stem>.idx.npy`` (document offsets) and the completeness
   marker ``<stem>.bin.json``, written last: see ``bin_files`` and ``read_bin``.
-* ``format="megatron" | "datatrove" | "nanogpt" | "llmc"``: the token files those training
-  stacks read, sharded by size, with an optional seeded validation split and a
-  completeness marker ``<stem>.<format>.json`` written last: see ``token_formats``;
-  ``read_tokens`` (``token_readers``) reads every flat format back.
+* ``format="megatron" | "datatrove" | "nanogpt" | "llmc" | "mds" | "litdata"``: the token
+  files those training stacks read, sharded by size, with an optional seeded validation
+  split and a completeness marker ``<stem>.<format>.json`` written last: see
+  ``token_formats`` (mds, litdata: ``token_formats_streaming``); ``read_tokens``
+  (``token_readers``) reads every flat format back.
 
 Every file is written to a temporary name (``.tmp-<pid>-<host>-<random>-<name>``, see
 ``atomic.py``) and renamed when complete; a run removes the temporary files that killed
@@ -48,7 +49,9 @@ from .encode_identity import (LAYOUT_VERSION, input_identity, input_rows, model_
                               output_complete)
 from .encode_one_file import encode_one
 from .encode_plan import check_not_over_inputs, keep_list, plan_jobs
-from .token_formats import TOKEN_FORMATS, TokenSink, parse_size, token_dtype
+from .token_formats import (TOKEN_FORMATS, TokenSink, check_concat_tokens, parse_size,
+                            token_dtype)
+from .token_formats_streaming import STREAM_FORMATS, StreamTokenSink, stream_shard_bytes
 
 SPECIAL_POLICIES = ("error", "allow", "text")
 FORMATS = ("parquet", "bin") + TOKEN_FORMATS
@@ -57,7 +60,7 @@ FORMATS = ("parquet", "bin") + TOKEN_FORMATS
 def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=None,
                    keep_columns=(), special="error", separator=None, resume=False,
                    count_only=False, progress=False, num_threads=None, bos=None,
-                   shard_size=None, val_fraction=0.0, seed=0):
+                   shard_size=None, val_fraction=0.0, seed=0, concat_tokens=None):
     """Encode the ``column`` of Parquet/Arrow files with ``tok``; returns a report dict.
 
     Parameters
@@ -69,8 +72,8 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         relative to the inputs' common parent (see ``encode_plan``).
     column : str
         The text column (``string`` or ``large_string``).
-    format : {"parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc"}
-        The last four are the layouts of training stacks (see ``token_formats``).
+    format : {"parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc", "mds", "litdata"}
+        The last six are the layouts of training stacks (see ``token_formats``).
     dtype : {"int32", "uint16", "uint32"}, optional
         Id type. Parquet default int32; the others uint16 when the vocabulary fits.
     keep_columns : sequence of str
@@ -88,6 +91,9 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     val_fraction, seed : float, int
         Training-stack formats: the share of documents, chosen by a hash of (seed, the
         input's relative path, the row), written to the validation split.
+    concat_tokens : int, optional
+        ``format="mds"``: samples of exactly this many ids cut from the stream of documents
+        (llm-foundry's ``--concat_tokens``) instead of one sample per document.
     resume : bool
         Skip input files whose outputs are complete and were made from the same input,
         model and options; encode the others again (``reencoded`` in the report).
@@ -121,6 +127,9 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         raise EncodeOptionsError(f"bos, shard_size and val_fraction apply to the formats "
                                  f"{', '.join(TOKEN_FORMATS)}, not {format!r}")
     shard_bytes = parse_size(shard_size)
+    concat_tokens = check_concat_tokens(format, concat_tokens)
+    if format in STREAM_FORMATS:
+        stream_shard_bytes(shard_bytes)  # uint32 offsets: refused before any output
     if not isinstance(val_fraction, (int, float)) or not 0 <= val_fraction < 1:
         raise EncodeOptionsError(f"val_fraction must be a number in [0, 1), not {val_fraction!r}")
     if output is None and not count_only:
@@ -139,7 +148,7 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
                 "keep_columns": keep, "model_sha256": None if count_only else model_sha256(tok)}
     if flat:
         settings.update(bos_id=bos_id, shard_bytes=shard_bytes, val_fraction=float(val_fraction),
-                        seed=int(seed))
+                        seed=int(seed), concat_tokens=concat_tokens)
     n_threads = num_threads or os.cpu_count() or 1
     bar = None
     if progress:
@@ -165,8 +174,10 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
             sink = None
             if flat and not count_only:
                 base = os.path.relpath(job.outs[0], output)[: -len(f".{format}.json")]
-                sink = TokenSink(format, output, base, np_dtype, sep_id, bos_id, shard_bytes,
-                                 float(val_fraction), int(seed), settings["model_sha256"])
+                args = (format, output, base, np_dtype, sep_id, bos_id, shard_bytes,
+                        float(val_fraction), int(seed), settings["model_sha256"])
+                sink = (StreamTokenSink(*args, concat_tokens=concat_tokens)
+                        if format in STREAM_FORMATS else TokenSink(*args))
             file_report = encode_one(tok, job, column, keep, format, np_dtype, sep_id,
                                      allowed, disallowed, n_threads, count_only, bar, record,
                                      sink)

@@ -1,5 +1,7 @@
 """Token files that training stacks read: Megatron, datatrove, nanoGPT and llm.c writers.
 
+(MosaicML MDS and litdata: ``token_formats_streaming``, a ``TokenSink`` of other splits.)
+
 ``encode_parquet(format=...)`` with one of ``TOKEN_FORMATS`` streams each input file's
 documents (non-null rows, in order) into that stack's own layout; for an input at
 ``<rel>.parquet`` under the inputs' common folder and the output folder ``O``:
@@ -49,7 +51,7 @@ import numpy as np
 from ..errors import EncodeOptionsError, OutputError
 from .atomic import PendingFile, atomic_write, folder_lock, fsync_dir
 
-TOKEN_FORMATS = ("megatron", "datatrove", "nanogpt", "llmc")
+TOKEN_FORMATS = ("megatron", "datatrove", "nanogpt", "llmc", "mds", "litdata")
 #: Ids converted and written per piece (bounds the copies of a huge document).
 PIECE_IDS = 4 << 20
 MEGATRON_HEADER = b"MMIDIDX\x00\x00"
@@ -57,8 +59,10 @@ MEGATRON_CODES = {"uint8": 1, "int8": 2, "int16": 3, "int32": 4, "int64": 5, "fl
                   "float32": 7, "uint16": 8}
 LLMC_HEADERS = {"uint16": (20240520, 1), "uint32": (20240801, 7)}  # llm.c gpt-2 / llama-3
 LLMC_HEADER_INTS = 256
+# (the default when the vocabulary fits, the default otherwise, any other one allowed)
 _DTYPES = {"megatron": ("uint16", "int32"), "datatrove": ("uint16", "uint32"),
-           "nanogpt": ("uint16", "uint32"), "llmc": ("uint16", "uint32")}
+           "nanogpt": ("uint16", "uint32"), "llmc": ("uint16", "uint32"),
+           "mds": ("uint16", "int32", "uint32"), "litdata": ("uint16", "uint32", "int32")}
 
 
 def marker_path(output: str, base_rel: str, fmt: str) -> str:
@@ -68,7 +72,7 @@ def marker_path(output: str, base_rel: str, fmt: str) -> str:
 
 def token_dtype(tok, fmt, dtype):
     """The id type of ``fmt``: ``uint16`` when the vocabulary fits, else the format's wide one."""
-    narrow, wide = _DTYPES[fmt]
+    narrow, wide = _DTYPES[fmt][:2]
     if dtype is None:
         dtype = narrow if tok.vocab_size <= 65536 else wide
     if dtype not in _DTYPES[fmt]:
@@ -77,6 +81,20 @@ def token_dtype(tok, fmt, dtype):
     if dtype == "uint16" and tok.vocab_size > 65536:
         raise EncodeOptionsError(f"dtype uint16 cannot hold {tok.vocab_size} ids; use {wide}")
     return np.dtype(dtype)
+
+
+def check_concat_tokens(fmt, concat_tokens):
+    """``concat_tokens``: fixed-length samples, llm-foundry's concat mode: ``mds`` only."""
+    if concat_tokens is None:
+        return None
+    if fmt != "mds":
+        raise EncodeOptionsError(f"concat_tokens applies to format='mds' (llm-foundry's "
+                                 f"fixed-length samples), not {fmt!r}")
+    if isinstance(concat_tokens, (bool, np.bool_)) or not isinstance(
+            concat_tokens, (int, np.integer)) or not 1 <= concat_tokens < 2**28:
+        raise EncodeOptionsError(f"concat_tokens must be an int in [1, 2**28), not "
+                                 f"{concat_tokens!r}")
+    return int(concat_tokens)
 
 
 def parse_size(text) -> int | None:
@@ -255,6 +273,10 @@ class _Split:
         self._close()
         return self.done
 
+    def files(self) -> list:
+        """Every file of this split (after ``finish``), in commit order."""
+        return [p for sh in self.done for p in sh.files()]
+
     def discard(self) -> None:
         for s in self.done + ([self.shard] if self.shard is not None else []):
             s.discard()
@@ -265,7 +287,10 @@ class TokenSink:
 
     ``write_slice`` takes the encoder's output for a slice of rows; ``commit`` puts every
     file in place and the marker last; ``discard`` removes the temporary files.
+    ``token_formats_streaming.StreamTokenSink`` (mds, litdata) changes the splits' class.
     """
+
+    split_class = _Split
 
     def __init__(self, fmt, output, base_rel, dtype, sep_id, bos_id=None, shard_bytes=None,
                  val_fraction=0.0, seed=0, tok_sha256=""):
@@ -280,7 +305,7 @@ class TokenSink:
         self.extra = len(self.pre) + len(self.post)
         self.marker = marker_path(self.output, base_rel, fmt)
         names = ("train", "val") if val_fraction > 0 else ("train",)
-        self.splits = {s: _Split(self, s) for s in names}
+        self.splits = {s: self.split_class(self, s) for s in names}
 
     def data_path(self, split: str, k: int) -> str:
         """The id file of shard ``k`` of ``split``."""
@@ -314,12 +339,9 @@ class TokenSink:
     def commit(self, record) -> dict:
         """Close every shard, rename all into place and write the marker last."""
         shards = {name: s.finish() for name, s in self.splits.items()}
-        files = []
-        for name, done in shards.items():
-            for sh in done:
-                for p in sh.files():
-                    files.append({"path": os.path.relpath(p.path, self.output), "split": name,
-                                  "bytes": os.path.getsize(p.tmp)})
+        files = [{"path": os.path.relpath(p.path, self.output), "split": name,
+                  "bytes": os.path.getsize(p.tmp)}
+                 for name, split in self.splits.items() for p in split.files()]
         meta = dict(record, base=self.base_rel, files=files, tokenizer_sha256=self.tok_sha256,
                     dtype=self.dtype.name, separator_id=self.sep_id, bos_id=self.bos_id,
                     splits={name: {"shards": len(done), "documents": sum(s.docs for s in done),
@@ -334,10 +356,9 @@ class TokenSink:
                 fsync_dir(folder)
             except FileNotFoundError:
                 pass
-            for done in shards.values():
-                for sh in done:
-                    for p in sh.files():
-                        p.commit()
+            for split in self.splits.values():
+                for p in split.files():
+                    p.commit()
             new = {f["path"] for f in files}
             for rel in old - new:  # a previous output's shards this one does not have
                 try:

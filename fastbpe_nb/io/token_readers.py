@@ -1,4 +1,4 @@
-"""Read token files back: Megatron, datatrove, nanoGPT, llm.c and our ``bin`` layout.
+"""Read token files back: Megatron, datatrove, nanoGPT, llm.c, MDS, litdata and ``bin``.
 
 ``read_tokens(path)`` finds the token files at ``path`` (a file, a Megatron prefix, or a
 folder searched recursively), tells their format from their names and headers, and
@@ -11,6 +11,15 @@ These readers are written from each format's own documentation (Megatron-Core's
 comparing the two checks something. nanoGPT and llm.c files hold no document index: the
 documents are cut at the separator (after it for nanoGPT, before it for llm.c), whose id
 comes from our completeness marker when there is one, else from ``eos=``.
+
+MosaicML MDS and litdata datasets are found by their ``index.json`` and read by
+``token_readers_streaming``: an MDS dataset is one part over its shards, each sample a
+document (its ``ids`` a ``SampledIds``: samples carry headers, so the ids are gathered
+from the memory-mapped shards only where sliced); with ``concat_tokens`` (fixed-length
+samples, recorded in its ``index.json``) it is cut after each separator instead. A litdata
+chunk is one part, its items (documents) delimited by the offsets the chunk records.
+Shards listed by several ``index.json`` (a merged index, streaming's ``merge_index``) are
+read once.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import os
 import numpy as np
 
 from ..errors import OutputError
+from .token_readers_streaming import index_format, litdata_chunks, mds_dataset
 
 _MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
 _MEGATRON_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float64",
@@ -39,6 +49,8 @@ class TokenPart:
     split: str
     ids: np.ndarray
     offsets: np.ndarray
+    order: tuple = ()  # the sort key when the path's name order is not the shards' order
+    files: tuple = ()  # the files holding the ids, when not ``path`` itself
 
     @property
     def documents(self) -> int:
@@ -213,6 +225,25 @@ def read_llmc(path, split=None, eos=None) -> TokenPart:
     return TokenPart(path, "llmc", split, ids, _cut_before(ids, eos))
 
 
+def read_mds(folder, split="train") -> TokenPart:
+    """A MosaicML streaming MDS dataset (``index.json`` + ``shard.*.mds``) of one
+    ``ndarray`` column: one part (its ``files``: the shards), each sample a document
+    (with ``concat_tokens``: cut after each separator; see the module doc)."""
+    index, ids, lengths, paths, sep = mds_dataset(folder)
+    if sep is not None:  # fixed-length samples: the documents end at the separators
+        docs = _cut_after(ids, sep)
+    else:
+        docs = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return TokenPart(index, "mds", split, ids, docs, files=tuple(paths))
+
+
+def read_litdata(folder, split="train") -> list:
+    """A litdata dataset of TokensLoader chunks (``index.json`` + ``chunk-*.bin``): one part
+    per chunk, its items (one per document) delimited by the chunk's offsets."""
+    return [TokenPart(path, "litdata", split, ids, docs, (folder + os.sep, k), (path,))
+            for k, (path, ids, docs) in enumerate(litdata_chunks(folder))]
+
+
 def read_fastbpe_bin(path, split="train") -> TokenPart:
     """Our ``format="bin"`` output (``read_bin``)."""
     from .bin_files import read_bin
@@ -249,8 +280,12 @@ def _classify(path):
             return "megatron" if f.read(9) == _MEGATRON_MAGIC else None
     if name.endswith(".ds"):
         return "datatrove"
+    if name == "index.json":
+        return index_format(path)
     if not name.endswith(".bin"):
         return None
+    if os.path.exists(os.path.join(os.path.dirname(path), "index.json")):
+        return None  # a litdata chunk: found by its index.json
     if os.path.exists(path[:-4] + ".idx"):
         return None  # the data of a Megatron prefix: found by its .idx
     if os.path.exists(path + ".json"):
@@ -264,7 +299,7 @@ def _classify(path):
 
 
 def _split_of(path, root, fmt):
-    if fmt in ("megatron", "datatrove", "bin"):
+    if fmt in ("megatron", "datatrove", "bin", "mds", "litdata"):
         rel = os.path.relpath(os.path.dirname(os.path.abspath(path)), root)
         return "val" if "val" in rel.split(os.sep) else "train"
     return None
@@ -278,6 +313,8 @@ def _read(path, fmt, root, eos, dtype):
         return read_datatrove(path, split)
     if fmt == "bin":
         return read_fastbpe_bin(path, split)
+    if fmt in ("mds", "litdata"):
+        return (read_mds if fmt == "mds" else read_litdata)(os.path.dirname(path), split)
     meta = _marker_for(path, fmt) or {}
     sep = meta.get("separator_id", eos)
     if fmt == "llmc":
@@ -322,8 +359,15 @@ def read_tokens(path, split=None, eos=None, dtype=None) -> TokenData:
     if len(formats) > 1:
         raise OutputError(f"{path}: holds several token formats ({', '.join(formats)}); "
                           "read their folders one at a time")
-    parts = [_read(p, f, root, eos, dtype) for p, f in found]
-    parts.sort(key=lambda p: (p.split != "train", p.path))
+    parts, seen = [], set()
+    for p, f in found:
+        got = _read(p, f, root, eos, dtype)
+        for part in got if isinstance(got, list) else [got]:
+            files = part.files or (part.path,)
+            if not seen.intersection(files):  # a merged index lists its datasets' shards again
+                seen.update(files)
+                parts.append(part)
+    parts.sort(key=lambda p: (p.split != "train", p.order or (p.path,)))
     data = TokenData(formats[0], parts)
     return data.select(split) if split else data
 
