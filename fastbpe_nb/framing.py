@@ -116,7 +116,8 @@ def pad(ids, offsets, pad_id: int, length=None, left: bool = False):
 
 
 def encode_framed(tok, texts, num_threads, allowed_special, disallowed_special, *, add_bos,
-                  add_eos, max_length, stride, padding, return_numpy, padding_side="right"):
+                  add_eos, max_length, stride, padding, return_numpy, padding_side="right",
+                  dropout=0.0, seed=0):
     """``encode_batch`` with framing: lists of ids (per document; with a ``stride``, a list
     of windows per document), or with ``return_numpy`` a dict of ``input_ids`` (int32,
     rectangular when padded, else a flat array with ``offsets``), ``attention_mask`` and,
@@ -129,7 +130,7 @@ def encode_framed(tok, texts, num_threads, allowed_special, disallowed_special, 
     if padding and not return_numpy:
         raise EncodeOptionsError("padding gives a rectangular array: pass return_numpy=True")
     ids, offsets, valid = tok.encode_batch_flat(texts, num_threads, allowed_special,
-                                                disallowed_special)
+                                                disallowed_special, dropout=dropout, seed=seed)
     if not valid.all():
         raise EncodeOptionsError(f"document {int(np.argmin(valid))} is null: framing needs "
                                  "every document (drop the nulls first)")

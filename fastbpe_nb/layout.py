@@ -23,7 +23,7 @@ import numpy as np
 from . import pretokenize
 from .errors import ModelFormatError, UnknownCharacterError
 from .specials import SpecialTokens
-from .text import clean_text
+from .text import clean_text, not_str
 
 
 def resolve_pattern(pattern, base: str) -> str | None:
@@ -98,7 +98,7 @@ class ByteLevel:
         doc_segments = [0]
         for doc_index, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"document {doc_index}: expected str, got {type(text).__name__}")
+                raise not_str(doc_index, text)
             if not normalizer.identity:
                 text = normalizer.normalize(clean_text(text))
             try:
@@ -196,7 +196,7 @@ class CharLevel:
         doc_pieces = [0]
         for doc_index, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"document {doc_index}: expected str, got {type(text).__name__}")
+                raise not_str(doc_index, text)
             text = normalizer.normalize(clean_text(text))
             if disallowed_m is not None:
                 specials.check_disallowed(text, disallowed_m, doc_index, where)

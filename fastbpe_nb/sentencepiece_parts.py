@@ -34,7 +34,7 @@ from .io import sentencepiece_model as spm_io
 from .io.sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED
 from .model import LONG_PIECE, KernelTables
 from .sentencepiece_normalizer import WS
-from .text import clean_text
+from .text import clean_text, not_str
 from .validation import checked_ids
 
 DEFAULT_UNK_SURFACE = " \u2047 "
@@ -92,7 +92,7 @@ def decode_bytes_sp(buf: bytes) -> str:
 
 def check_str(text, index):
     if not isinstance(text, str):
-        raise TypeError(f"document {index}: expected str, got {type(text).__name__}")
+        raise not_str(index, text)
     return clean_text(text)
 
 

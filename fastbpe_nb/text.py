@@ -41,6 +41,14 @@ def clean_text(text: str) -> str:
 
 
 
+def not_str(index: int, obj) -> TypeError:
+    """The error for a document that is not a str (bytes: the verb that takes bytes)."""
+    hint = ""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        hint = " (bytes: decode them first, or use tok.encode_bytes(data) for raw bytes)"
+    return TypeError(f"document {index}: expected str, got {type(obj).__name__}{hint}")
+
+
 class UnicodeNormalizer:
     """A tokenizer's normalizer part: Unicode ``form`` (None, "NFC" or "NFKC") applied to
     each text before encoding (and in training). ``identity``: it changes nothing."""

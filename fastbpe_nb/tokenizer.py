@@ -246,7 +246,8 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
     def encode_batch(self, texts, num_threads=None, allowed_special=(), disallowed_special="all",
                      *, return_offsets: bool = False, add_bos: bool = False,
                      add_eos: bool = False, max_length=None, stride=None, padding=False,
-                     padding_side: str = "right", return_numpy: bool = False):
+                     padding_side: str = "right", return_numpy: bool = False,
+                     dropout: float = 0.0, seed: int = 0):
         """Encode many documents at once, on all cores.
 
         A list of str gives a list of lists of ids; a pyarrow string array (or chunked
@@ -256,13 +257,15 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
         (BOS/EOS included) with an optional overlapping ``stride`` (then a list of windows
         per document), ``padding`` (True/"longest"/"max_length") with ``return_numpy=True``:
         ``{"input_ids": int32[rows, L], "attention_mask": int8[rows, L], ...}``.
+        ``dropout``/``seed`` as in ``encode``: document i draws from (seed, i) whatever the
+        threads, so ``encode(texts[0], dropout=p, seed=s)`` is the batch's first row.
         """
         if add_bos or add_eos or max_length is not None or stride is not None or padding \
-                or return_numpy:
+                or return_numpy or dropout != 0:
             return encode_framed(self, texts, num_threads, allowed_special, disallowed_special,
                                  add_bos=add_bos, add_eos=add_eos, max_length=max_length,
                                  stride=stride, padding=padding, padding_side=padding_side,
-                                 return_numpy=return_numpy)
+                                 return_numpy=return_numpy, dropout=dropout, seed=seed)
         if return_offsets:
             return self.encode_batch_with_offsets(texts, num_threads, allowed_special,
                                                   disallowed_special)

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import pretokenize
 from .errors import TrainingError
-from .text import clean_text
+from .text import clean_text, not_str
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -27,7 +27,7 @@ def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collection
     matcher = pretokenize.SpecialTokenMatcher(special_tokens)
     for index, text in enumerate(iter_texts(texts)):
         if not isinstance(text, str):
-            raise TypeError(f"document {index}: expected str, got {type(text).__name__}")
+            raise not_str(index, text)
         text = clean_text(text)
         for segment, is_special in pretokenize.split_special(text, matcher):
             if not is_special:

@@ -115,3 +115,32 @@ def test_a_missing_role_is_named():
         plain.encode("hello", add_eos=True)
     with pytest.raises(EncodeOptionsError, match="no pad_token"):
         plain.encode_batch(["hello"], padding=True, return_numpy=True)
+
+
+def test_batch_dropout_is_per_document_and_thread_free():
+    tok = fb.train(["hello world, the quick brown fox " * 30], vocab_size=320)
+    docs = ["hello world the quick brown fox"] * 6 + ["fox " * 40]
+    one = tok.encode_batch(docs, num_threads=1, dropout=0.3, seed=11)
+    assert tok.encode_batch(docs, num_threads=2, dropout=0.3, seed=11) == one
+    assert tok.encode(docs[0], dropout=0.3, seed=11) == one[0]
+    assert len({tuple(r) for r in one[:6]}) > 1  # each document draws its own merges
+    assert one != tok.encode_batch(docs, dropout=0.3, seed=12)
+    assert [tok.decode(r) for r in one] == docs
+    assert tok.encode_batch(docs, dropout=0.0) == tok.encode_batch(docs)
+
+
+def test_bytes_point_to_encode_bytes():
+    tok = fb.train(["hello world"], vocab_size=270)
+    with pytest.raises(TypeError, match="encode_bytes"):
+        tok.encode(b"hello")
+    with pytest.raises(TypeError, match="encode_bytes"):
+        tok.encode_batch(["ok", b"hello"])
+
+
+def test_the_package_declares_its_types():
+    from pathlib import Path
+
+    root = Path(fb.__file__).parent
+    assert (root / "py.typed").is_file()
+    text = (root.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'fastbpe_nb = ["py.typed"]' in text  # shipped in the wheel
