@@ -296,9 +296,9 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
                                                   ("document", row_base), dropout, seed)
         return ids, offsets, np.ones(len(texts), dtype=bool)
 
-    def count_tokens(self, texts, allowed_special=(), disallowed_special="all", num_threads=None):
+    def count_tokens(self, texts, num_threads=None, allowed_special=(), disallowed_special="all"):
         """Number of tokens of a str (an int) or of each document of a batch (an int64
-        array). Cost and context budgeting: the ids are never turned into Python objects."""
+        array; ``encode_batch``'s argument order). The ids never become Python objects."""
         if isinstance(texts, str):
             if len(texts) <= 256:  # encode's per-call fast path (the piece memo)
                 return len(self.encode(texts, allowed_special, disallowed_special))

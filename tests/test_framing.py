@@ -144,3 +144,16 @@ def test_the_package_declares_its_types():
     assert (root / "py.typed").is_file()
     text = (root.parent / "pyproject.toml").read_text(encoding="utf-8")
     assert 'fastbpe_nb = ["py.typed"]' in text  # shipped in the wheel
+
+
+def test_batch_verbs_share_one_argument_order():
+    import inspect
+
+    def head(fn):
+        return list(inspect.signature(fn).parameters)[:4]
+
+    assert head(fb.Tokenizer.encode_batch) == head(fb.Tokenizer.count_tokens) == [
+        "self", "texts", "num_threads", "allowed_special"]
+    tok = fb.train(["hello world"], vocab_size=270)
+    assert tok.count_tokens(["hello", "world"], 1, ()).tolist() == [
+        len(i) for i in tok.encode_batch(["hello", "world"], 1, ())]
