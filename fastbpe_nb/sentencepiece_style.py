@@ -31,12 +31,17 @@ def sentencepiece_tokenizer(pieces, scores, types, *, byte_fallback=True, add_du
                             remove_extra_whitespaces=True, escape_whitespaces=True,
                             split_digits=False, unk_surface=None, normalizer_name="identity",
                             precompiled_charsmap=b"", character_coverage=1.0,
-                            max_piece_length=16, source=None, _proto=None) -> Tokenizer:
+                            max_piece_length=16, source=None, roles=None,
+                            _proto=None) -> Tokenizer:
     """A SentencePiece-style Tokenizer of pieces, scores and types (as in a ``ModelProto``).
 
     Raises ModelFormatError (naming ``source``) for an invalid model: a missing or second
     ``<unk>``, byte pieces without byte fallback (or not all 256 with it), empty or
     duplicate pieces, NaN scores, a malformed charsmap.
+
+    ``roles`` (``fastbpe_nb.roles``): by default the unk, bos, eos and pad pieces the
+    ``.model`` file's TrainerSpec names (``unk_id``, ``bos_id``, ...), or, built from pieces,
+    the unknown piece and the ``<s>``, ``</s>``, ``<pad>`` control pieces.
     """
     options = {"split_digits": bool(split_digits), "unk_surface": unk_surface,
                "normalizer_name": normalizer_name,
@@ -47,8 +52,26 @@ def sentencepiece_tokenizer(pieces, scores, types, *, byte_fallback=True, add_du
     normalizer = SentencePieceNormalizer(rules, model.user_defined, add_dummy_prefix,
                                          remove_extra_whitespaces, escape_whitespaces)
     decoder = SentencePieceDecoder(model, unk_surface, add_dummy_prefix, remove_extra_whitespaces)
+    if roles is None:
+        roles = default_roles(model, _proto)
     return Tokenizer.from_parts(model, SentencePieceLevel(model, escape_whitespaces), normalizer,
-                                decoder, source=source)
+                                decoder, source=source, roles=roles)
+
+
+def default_roles(model: PieceModel, proto=None) -> dict:
+    """``{role: piece}`` of a SentencePiece model (see ``sentencepiece_tokenizer``): a role
+    whose id is -1 (SentencePiece's "none", e.g. ``pad_id`` by default) or names a piece
+    that is not a control, unknown or user-defined one has no token."""
+    pieces, types = model.pieces, model.types.tolist()
+    if proto is not None:
+        ids = {"unk": proto.unk_id, "bos": proto.bos_id, "eos": proto.eos_id, "pad": proto.pad_id}
+    else:
+        where = {p: i for i, p in enumerate(pieces) if types[i] == spm_io.CONTROL}
+        ids = {"unk": model.unk_id, "bos": where.get("<s>", -1), "eos": where.get("</s>", -1),
+               "pad": where.get("<pad>", -1)}
+    special = (spm_io.UNKNOWN, spm_io.CONTROL, spm_io.USER_DEFINED)
+    return {role: pieces[i] for role, i in ids.items()
+            if i is not None and 0 <= i < len(pieces) and types[i] in special}
 
 
 def from_sentencepiece(path) -> Tokenizer:
@@ -60,12 +83,13 @@ def from_sentencepiece(path) -> Tokenizer:
     return _from_model(spm_io.read_model(path), os.fspath(path))
 
 
-def from_sentencepiece_bytes(buf: bytes, source=None) -> Tokenizer:
-    """``from_sentencepiece`` of a ``ModelProto``'s bytes."""
-    return _from_model(spm_io.parse_model(buf, source), source)
+def from_sentencepiece_bytes(buf: bytes, source=None, roles=None) -> Tokenizer:
+    """``from_sentencepiece`` of a ``ModelProto``'s bytes (``roles``: None for the ones
+    it names; see ``sentencepiece_tokenizer``)."""
+    return _from_model(spm_io.parse_model(buf, source), source, roles)
 
 
-def _from_model(m: spm_io.SentencePieceModel, source) -> Tokenizer:
+def _from_model(m: spm_io.SentencePieceModel, source, roles=None) -> Tokenizer:
     if m.model_type != spm_io.BPE:
         name = spm_io.MODEL_TYPES.get(m.model_type, str(m.model_type))
         raise ModelFormatError(
@@ -85,7 +109,7 @@ def _from_model(m: spm_io.SentencePieceModel, source) -> Tokenizer:
         unk_surface=m.unk_surface, normalizer_name=m.normalizer_name,
         precompiled_charsmap=m.precompiled_charsmap,
         character_coverage=m.character_coverage if m.character_coverage is not None else 1.0,
-        max_piece_length=m.max_sentencepiece_length or 16, source=source, _proto=m)
+        max_piece_length=m.max_sentencepiece_length or 16, source=source, roles=roles, _proto=m)
 
 
 def to_sentencepiece(tok: Tokenizer, path) -> None:
