@@ -109,7 +109,7 @@ def sniff(head: bytes, path: str = "") -> str:
         return "the file is empty"
     if head[:2] == b"\x1f\x8b":  # gzip: only ranks files are shipped gzipped
         return "tiktoken"
-    if head.lstrip()[:1] == b"{":
+    if head.lstrip()[:1] in (b"{", b"["):  # JSON (an array: our reader names the error)
         return "ours" if _is_ours(path) else "huggingface"
     if _looks_like_model_proto(head) or path.endswith(".model"):
         return "sentencepiece"
