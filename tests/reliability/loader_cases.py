@@ -17,8 +17,11 @@ SAMPLE = "Hello world, it's 2024! naïve café 😀\n\t  x <|endoftext|> \x00 �
 def load_any(fmt: str, path: str):
     import fastbpe_nb as fb
 
-    if fmt == "ours":
-        return fb.load(path)
+    if fmt == "ours":  # our model-file reader itself (fb.load would take other formats too)
+        from fastbpe_nb.io.model_file import read_model
+        from fastbpe_nb.loaders import build
+
+        return build(read_model(path), model_file=True)
     if fmt == "tiktoken":
         return fb.from_tiktoken(path, pattern="gpt2", special_tokens=["<|endoftext|>"])
     return fb.from_huggingface(path)
