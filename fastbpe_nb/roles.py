@@ -139,6 +139,11 @@ class SpecialTokenRoles:
     pad_token_id = property(lambda self: self._role_id("pad"), doc="The padding id or None.")
     unk_token_id = property(lambda self: self._role_id("unk"), doc="The unknown id or None.")
 
+    def role_tokens(self) -> dict[str, int]:
+        """``{token: id}`` of the tokens a role may name: the special tokens (SentencePiece
+        style: also its control, unknown and user-defined pieces)."""
+        return role_candidates(self.model, self.special_tokens)
+
     def _roles_for(self, roles, specials, source=None) -> TokenRoles:
         """``check_roles`` for this tokenizer's model and ``specials`` (a SpecialTokens)."""
         return check_roles(roles, self.model, specials.ids, source)
@@ -171,7 +176,8 @@ class SpecialTokenRoles:
         same ids, roles (bos/eos/pad/unk) and chat template: ``tokenizer.json``,
         ``tokenizer_config.json``, ``special_tokens_map.json`` and our model file
         (``io.pretrained``). Returns the paths written. LossyExportError (nothing written)
-        for a tokenizer HF cannot express: char level, SentencePiece style, ...
+        for a tokenizer HF cannot express: char level, SentencePiece style with
+        user-defined pieces or a charsmap normalizer, ...
         """
         from .io.pretrained import save_pretrained
 
@@ -187,7 +193,19 @@ class SpecialTokenRoles:
 
         folder = os.fspath(folder)
         if os.path.isdir(folder):
-            tok = read_folder(folder, lambda spec: cls(**spec))
+            tok = read_folder(folder, cls._from_model_spec)
             if tok is not None:
                 return tok
         return cls(**pretrained_spec(folder))
+
+    @classmethod
+    def _from_model_spec(cls, spec: dict):
+        """The tokenizer of a parsed model file (``io.model_file.parse_model``)."""
+        if "sentencepiece" in spec:  # see sentencepiece_build: the parts, then the class
+            from .io.sentencepiece_model import parse_model
+            from .sentencepiece_build import proto_parts
+
+            source = spec.get("_source")
+            return cls.from_parts(**proto_parts(parse_model(spec["sentencepiece"], source),
+                                                source, spec.get("roles")))
+        return cls(**spec)

@@ -13,14 +13,8 @@ from __future__ import annotations
 import os
 import warnings
 
-from .errors import ModelFormatError
 from .io import sentencepiece_model as spm_io
-from .sentencepiece_normalizer import SentencePieceNormalizer
-from .sentencepiece_parts import (
-    PieceModel,
-    SentencePieceDecoder,
-    SentencePieceLevel,
-)
+from .sentencepiece_build import proto_parts, sentencepiece_parts
 from .tokenizer import Tokenizer
 
 __all__ = ["SentencePieceBPE", "from_sentencepiece", "from_sentencepiece_bytes",
@@ -43,35 +37,13 @@ def sentencepiece_tokenizer(pieces, scores, types, *, byte_fallback=True, add_du
     ``.model`` file's TrainerSpec names (``unk_id``, ``bos_id``, ...), or, built from pieces,
     the unknown piece and the ``<s>``, ``</s>``, ``<pad>`` control pieces.
     """
-    options = {"split_digits": bool(split_digits), "unk_surface": unk_surface,
-               "normalizer_name": normalizer_name,
-               "precompiled_charsmap": bytes(precompiled_charsmap),
-               "character_coverage": character_coverage, "max_piece_length": max_piece_length}
-    model = PieceModel(pieces, scores, types, byte_fallback, options, _proto, source)
-    rules = spm_io.decode_charsmap(bytes(precompiled_charsmap), source) if precompiled_charsmap else {}
-    normalizer = SentencePieceNormalizer(rules, model.user_defined, add_dummy_prefix,
-                                         remove_extra_whitespaces, escape_whitespaces)
-    decoder = SentencePieceDecoder(model, unk_surface, add_dummy_prefix, remove_extra_whitespaces)
-    if roles is None:
-        roles = default_roles(model, _proto)
-    return Tokenizer.from_parts(model, SentencePieceLevel(model, escape_whitespaces), normalizer,
-                                decoder, source=source, roles=roles)
-
-
-def default_roles(model: PieceModel, proto=None) -> dict:
-    """``{role: piece}`` of a SentencePiece model (see ``sentencepiece_tokenizer``): a role
-    whose id is -1 (SentencePiece's "none", e.g. ``pad_id`` by default) or names a piece
-    that is not a control, unknown or user-defined one has no token."""
-    pieces, types = model.pieces, model.types.tolist()
-    if proto is not None:
-        ids = {"unk": proto.unk_id, "bos": proto.bos_id, "eos": proto.eos_id, "pad": proto.pad_id}
-    else:
-        where = {p: i for i, p in enumerate(pieces) if types[i] == spm_io.CONTROL}
-        ids = {"unk": model.unk_id, "bos": where.get("<s>", -1), "eos": where.get("</s>", -1),
-               "pad": where.get("<pad>", -1)}
-    special = (spm_io.UNKNOWN, spm_io.CONTROL, spm_io.USER_DEFINED)
-    return {role: pieces[i] for role, i in ids.items()
-            if i is not None and 0 <= i < len(pieces) and types[i] in special}
+    return Tokenizer.from_parts(**sentencepiece_parts(
+        pieces, scores, types, byte_fallback=byte_fallback, add_dummy_prefix=add_dummy_prefix,
+        remove_extra_whitespaces=remove_extra_whitespaces,
+        escape_whitespaces=escape_whitespaces, split_digits=split_digits,
+        unk_surface=unk_surface, normalizer_name=normalizer_name,
+        precompiled_charsmap=precompiled_charsmap, character_coverage=character_coverage,
+        max_piece_length=max_piece_length, source=source, roles=roles, _proto=_proto))
 
 
 def from_sentencepiece(path) -> Tokenizer:
@@ -90,26 +62,7 @@ def from_sentencepiece_bytes(buf: bytes, source=None, roles=None) -> Tokenizer:
 
 
 def _from_model(m: spm_io.SentencePieceModel, source, roles=None) -> Tokenizer:
-    if m.model_type != spm_io.BPE:
-        name = spm_io.MODEL_TYPES.get(m.model_type, str(m.model_type))
-        raise ModelFormatError(
-            f"model type {name} is not supported (only BPE models can be loaded)",
-            source, "trainer_spec.model_type")
-    if m.treat_whitespace_as_suffix:
-        raise ModelFormatError("treat_whitespace_as_suffix is not supported", source,
-                               "trainer_spec.treat_whitespace_as_suffix")
-    if m.denormalizer_charsmap:
-        raise ModelFormatError("a denormalizer (denormalizer_spec) is not supported", source,
-                               "denormalizer_spec")
-    return sentencepiece_tokenizer(
-        m.pieces, m.scores, m.types, byte_fallback=m.byte_fallback,
-        add_dummy_prefix=m.add_dummy_prefix,
-        remove_extra_whitespaces=m.remove_extra_whitespaces,
-        escape_whitespaces=m.escape_whitespaces, split_digits=m.split_digits,
-        unk_surface=m.unk_surface, normalizer_name=m.normalizer_name,
-        precompiled_charsmap=m.precompiled_charsmap,
-        character_coverage=m.character_coverage if m.character_coverage is not None else 1.0,
-        max_piece_length=m.max_sentencepiece_length or 16, source=source, roles=roles, _proto=m)
+    return Tokenizer.from_parts(**proto_parts(m, source, roles))
 
 
 def to_sentencepiece(tok: Tokenizer, path) -> None:

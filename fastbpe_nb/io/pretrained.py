@@ -5,6 +5,7 @@ The folder holds what ``transformers.AutoTokenizer.from_pretrained(folder)`` rea
 * ``tokenizer.json``: the exporter's (``huggingface_export``), byte-level BPE; a tiktoken
   (``merge_mode="ranks"``) tokenizer is written rank-keyed (every split of every token,
   ``ignore_merges``: ``huggingface_export.rank_keyed_merges``) so that HF encodes as tiktoken;
+  a SentencePiece-style one as HF writes Llama-style tokenizers (``huggingface_pieces``);
 * ``tokenizer_config.json``: ``tokenizer_class: "PreTrainedTokenizerFast"``, the roles'
   tokens (``bos_token``, ``eos_token``, ``pad_token``, ``unk_token``), the special tokens
   (``added_tokens_decoder``), ``clean_up_tokenization_spaces: false`` (decode is exact) and
@@ -18,8 +19,9 @@ folder whose ``tokenizer.json`` was changed since (saved again by ``transformers
 is read from ``tokenizer.json``, the file ``transformers`` reads too.
 
 Every file is written atomically, and all of them are made before the first is written, so
-a tokenizer that HF cannot express (a char-level or SentencePiece-style one, a pattern
-Oniguruma would read differently, ...) is refused with LossyExportError and writes nothing.
+a tokenizer that HF cannot express (a char-level one, a pattern Oniguruma would read
+differently, a SentencePiece-style one with user-defined pieces or a charsmap, ...) is
+refused with LossyExportError and writes nothing.
 Reading the roles: ``tokenizer_config.json`` first, then ``special_tokens_map.json``; a chat
 template from ``tokenizer_config.json`` or ``chat_template.jinja`` (transformers' own file).
 """
@@ -49,10 +51,9 @@ def tokenizer_json(tok) -> str:
     from .huggingface_export import huggingface_json
 
     if tok.base == "pieces":
-        raise LossyExportError(
-            "save_pretrained writes a byte-level BPE tokenizer.json: a SentencePiece-style "
-            "tokenizer (base='pieces') scores pieces, which this exporter does not write; "
-            "use tok.to_sentencepiece(path) for a .model file")
+        from .huggingface_pieces import pieces_tokenizer_json
+
+        return pieces_tokenizer_json(tok)
     try:
         return huggingface_json(tok, rank_keyed=True)
     except LossyExportError:
@@ -207,7 +208,7 @@ def read_folder(folder, build):
     tok = our_model_if_current(folder, build)
     if tok is None:
         return None
-    roles = read_roles(folder, tok.special_tokens)
+    roles = read_roles(folder, tok.role_tokens())
     if roles is not None and roles != tok.roles:
         full = dict.fromkeys(("bos", "eos", "pad", "unk", "chat_template"))
         tok = tok.with_roles(**{**full, **roles})
