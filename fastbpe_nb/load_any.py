@@ -12,8 +12,9 @@ What is recognised (the file's bytes decide; a name only breaks a tie):
   of OpenAI's published files (recognised by its SHA-256, as tiktoken checks them), which
   load with their pattern and special tokens;
 * a SentencePiece ``.model`` (a protobuf ``ModelProto``): ``fb.from_sentencepiece``;
-* a folder: a ``save_pretrained`` one or any holding ``tokenizer.json`` (``Tokenizer.from_pretrained``),
-  ``vocab.json`` + ``merges.txt``, ``tokenizer.model`` (SentencePiece) or ``fastbpe_model.json``.
+* a folder: a ``save_pretrained`` one or any holding ``tokenizer.json``
+  (``Tokenizer.from_pretrained``), ``vocab.json`` + ``merges.txt``, ``tokenizer.model``
+  (SentencePiece) or ``fastbpe_model.json``.
 
 Anything else is a ModelFormatError naming the file, what it looks like, and every format
 tried with its loader.

@@ -107,7 +107,8 @@ def test_autotokenizer_gives_our_ids(name, root):
     ours = tok.encode_batch(docs, allowed_special="all")
     theirs = hf(docs, add_special_tokens=False)["input_ids"]
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
-    assert not differ, f"{len(differ)} of {len(docs)} documents differ, e.g. {docs[differ[0]]!r:.200}"
+    assert not differ, (f"{len(differ)} of {len(docs)} documents differ, "
+                        f"e.g. {docs[differ[0]]!r:.200}")
     assert sum(map(len, ours)) > 100_000
     assert len(hf) == len(tok.get_vocab())
 

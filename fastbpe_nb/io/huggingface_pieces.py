@@ -77,8 +77,8 @@ def _normalizer(norm) -> dict:
 
 def _merges(pieces, scores, types) -> list[list[str]]:
     normal = {p for p, t in zip(pieces, types) if t == NORMAL}
-    targets = sorted((i for i, (p, t) in enumerate(zip(pieces, types)) if t == NORMAL and len(p) > 1),
-                     key=lambda i: (-scores[i], i))
+    targets = sorted((i for i, (p, t) in enumerate(zip(pieces, types))
+                      if t == NORMAL and len(p) > 1), key=lambda i: (-scores[i], i))
     merges = []
     for i in targets:
         piece = pieces[i]
