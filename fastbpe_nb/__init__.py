@@ -20,6 +20,7 @@ from .errors import (
     OutputError,
     PatternError,
     TokenIdTypeError,
+    TokenRoleError,
     TrainingError,
     UnknownCharacterError,
     UnknownTokenError,
@@ -28,7 +29,8 @@ from .errors import (
 from .io.bin_files import read_bin
 from .io.encode_files import encode_parquet
 from .io.token_readers import read_tokens
-from .loaders import from_huggingface, from_tiktoken, load
+from .load_any import load
+from .loaders import from_huggingface, from_tiktoken
 from .pretokenize import NAMED_PATTERNS, split
 from .sentencepiece_style import (
     SentencePieceBPE,
@@ -58,6 +60,7 @@ __all__ = [
     "SentencePieceBPE",
     "StreamDecoder",
     "TokenIdTypeError",
+    "TokenRoleError",
     "Tokenizer",
     "TrainingError",
     "UnknownCharacterError",

@@ -159,6 +159,18 @@ class TokenLookupError(FastBPEError, ValueError):
     """A token id or piece asked for by ``inspect`` is not in the vocabulary."""
 
 
+class TokenRoleError(FastBPEError, ValueError):
+    """A special-token role (``bos``, ``eos``, ``pad``, ``unk``) names a token that is not
+    a special token of the tokenizer, or the roles are not a valid mapping.
+
+    Attributes: ``role`` (the role's key or None) and ``token`` (the token or None).
+    """
+
+    def __init__(self, reason: str, role: str | None = None, token: str | None = None):
+        self.role, self.token = role, token
+        super().__init__(reason)
+
+
 class RankCacheWarning(UserWarning):
     """The on-disk cache of loaded ranks files (``io.rank_cache``) was skipped: a cache file
     failed validation (it is rebuilt) or the cache folder cannot be written."""

@@ -1,4 +1,5 @@
-"""Loading tokenizers from files: ``fb.load`` recognises the format; one loader per format.
+"""Loading tokenizers from files: one loader per format (``fb.load``, in ``load_any``,
+recognises the format and calls these).
 
 The ``io/`` codecs parse and validate a file into Tokenizer arguments; this module, above
 the Tokenizer, builds the Tokenizer from them (so no codec imports the Tokenizer).
@@ -6,19 +7,15 @@ the Tokenizer, builds the Tokenizer from them (so no codec imports the Tokenizer
 
 from __future__ import annotations
 
-import json
-import os
-
 from .errors import ModelFormatError
-from .io.huggingface_format import load_huggingface
-from .io.model_file import read_model
+from .io.pretrained import pretrained_spec
 from .io.tiktoken_format import load_tiktoken
 from .layout import ByteLevel
-from .sentencepiece_style import from_sentencepiece, from_sentencepiece_bytes
+from .sentencepiece_style import from_sentencepiece_bytes
 from .text import UnicodeNormalizer
 from .tokenizer import Tokenizer
 
-__all__ = ["from_huggingface", "from_tiktoken", "load"]
+__all__ = ["build", "from_huggingface", "from_tiktoken"]
 
 
 def build(spec: dict, model_file: bool = False) -> Tokenizer:
@@ -27,13 +24,15 @@ def build(spec: dict, model_file: bool = False) -> Tokenizer:
     ``model_file``: a ValueError (a pattern the file names that is no valid regex or name)
     becomes a ModelFormatError naming the file's "pattern" entry.
     """
-    if "sentencepiece" in spec:
-        return from_sentencepiece_bytes(spec["sentencepiece"], spec.get("_source"))
+    if "sentencepiece" in spec:  # roles: None gives the ones its ModelProto names
+        return from_sentencepiece_bytes(spec["sentencepiece"], spec.get("_source"),
+                                        spec.get("roles"))
     source = spec.get("_source")
     if "model" in spec:  # a codec that validated by building the model (tiktoken ranks)
         level = ByteLevel(spec["pattern"], spec["byte_order"], source)
         return Tokenizer.from_parts(spec["model"], level, UnicodeNormalizer(),
-                                    special_tokens=spec["special_tokens"], source=source)
+                                    special_tokens=spec["special_tokens"], source=source,
+                                    roles=spec.get("roles"))
     if not model_file:
         return Tokenizer(**spec)
     try:
@@ -44,56 +43,30 @@ def build(spec: dict, model_file: bool = False) -> Tokenizer:
         raise ModelFormatError(str(exc), source, "pattern") from None
 
 
-def load(path) -> Tokenizer:
-    """Load a tokenizer file: our model JSON (``Tokenizer.save``, every preset) or a
-    SentencePiece ``.model``. Other formats are named with their loader in the error: a
-    Hugging Face ``tokenizer.json`` (``from_huggingface``), a ``.tiktoken`` file, which does
-    not record its pattern (``from_tiktoken``).
-
-    Raises ModelFormatError naming the file (and the entry) when it is not valid, or names
-    the right loader when the file is another format.
-    """
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        head = f.read(64)
-    if path.endswith(".tiktoken") or path.endswith(".tiktoken.gz"):
-        raise ModelFormatError("a .tiktoken ranks file does not record its pre-tokenization "
-                               "pattern: load it with fb.from_tiktoken(path, pattern=...)", path)
-    if path.endswith(".model"):
-        return from_sentencepiece(path)
-    if head.lstrip().startswith(b"{") and not _is_ours(path):
-        raise ModelFormatError("not a fastbpe_nb model file: this looks like a Hugging Face "
-                               "tokenizer.json / vocab.json; load it with "
-                               "fb.from_huggingface(path)", path, "format")
-    return build(read_model(path), model_file=True)  # the model reader names any problem
-
-
-def _is_ours(path) -> bool:
-    """Whether a JSON file is our model document (its "format" key), without parsing it all
-    twice: our writer puts ``"format"`` first."""
-    with open(path, "rb") as f:
-        head = f.read(256).decode("utf-8", "replace")
-    if '"format"' in head:
-        return True
-    try:
-        with open(path, "rb") as f:
-            doc = json.load(f)
-    except (ValueError, RecursionError):
-        return True  # let our reader name the JSON error
-    return not (isinstance(doc, dict) and ("model" in doc or all(isinstance(v, int) for v in doc.values())))
-
-
-def from_tiktoken(path, pattern, special_tokens=None) -> Tokenizer:
+def from_tiktoken(path, pattern, special_tokens=None, roles=None) -> Tokenizer:
     """Load a ``.tiktoken`` ranks file (``merge_mode="ranks"``, tiktoken's exact rule).
 
     ``pattern`` must be given (the file does not record it): ``"cl100k"``, ``"o200k"``,
-    ``"gpt2"``, a regex string or None. ``special_tokens``: ``{token: id}`` with ids from
-    the number of ranks on (gaps allowed, as in cl100k_base), or a list of strings numbered
-    from there.
+    ``"gpt2"``, tiktoken's encoding names (``"cl100k_base"``, ``"o200k_base"``,
+    ``"r50k_base"``, ``"p50k_base"``), a regex string or None. ``special_tokens``:
+    ``{token: id}`` with ids from the number of ranks on (gaps allowed, as in cl100k_base),
+    or a list of strings numbered from there. ``roles`` (``fastbpe_nb.roles``): by default
+    ``<|endoftext|>``, when it is one of the special tokens, is the EOS token (as in
+    OpenAI's encodings); ``{}`` sets none.
     """
-    return build(load_tiktoken(path, pattern, special_tokens))
+    spec = load_tiktoken(path, pattern, special_tokens)
+    if roles is None:
+        roles = {"eos": "<|endoftext|>"} if "<|endoftext|>" in spec["special_tokens"] else {}
+    spec["roles"] = roles
+    return build(spec)
 
 
-def from_huggingface(path, merges=None) -> Tokenizer:
-    """Load a byte-level BPE ``tokenizer.json``, or GPT-2's ``vocab.json`` + ``merges.txt``."""
-    return build(load_huggingface(path, merges))
+def from_huggingface(path, merges=None, roles=None) -> Tokenizer:
+    """Load a byte-level BPE ``tokenizer.json``, or GPT-2's ``vocab.json`` + ``merges.txt``
+    (``path``: either file, or a folder holding them, e.g. a ``save_pretrained`` one).
+
+    ``roles`` (``fastbpe_nb.roles``): by default read from the ``tokenizer_config.json`` /
+    ``special_tokens_map.json`` (and chat template) beside the file, none without them;
+    ``{}`` sets none.
+    """
+    return build(pretrained_spec(path, merges, roles))

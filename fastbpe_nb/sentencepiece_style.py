@@ -13,14 +13,8 @@ from __future__ import annotations
 import os
 import warnings
 
-from .errors import ModelFormatError
 from .io import sentencepiece_model as spm_io
-from .sentencepiece_normalizer import SentencePieceNormalizer
-from .sentencepiece_parts import (
-    PieceModel,
-    SentencePieceDecoder,
-    SentencePieceLevel,
-)
+from .sentencepiece_build import proto_parts, sentencepiece_parts
 from .tokenizer import Tokenizer
 
 __all__ = ["SentencePieceBPE", "from_sentencepiece", "from_sentencepiece_bytes",
@@ -31,24 +25,25 @@ def sentencepiece_tokenizer(pieces, scores, types, *, byte_fallback=True, add_du
                             remove_extra_whitespaces=True, escape_whitespaces=True,
                             split_digits=False, unk_surface=None, normalizer_name="identity",
                             precompiled_charsmap=b"", character_coverage=1.0,
-                            max_piece_length=16, source=None, _proto=None) -> Tokenizer:
+                            max_piece_length=16, source=None, roles=None,
+                            _proto=None) -> Tokenizer:
     """A SentencePiece-style Tokenizer of pieces, scores and types (as in a ``ModelProto``).
 
     Raises ModelFormatError (naming ``source``) for an invalid model: a missing or second
     ``<unk>``, byte pieces without byte fallback (or not all 256 with it), empty or
     duplicate pieces, NaN scores, a malformed charsmap.
+
+    ``roles`` (``fastbpe_nb.roles``): by default the unk, bos, eos and pad pieces the
+    ``.model`` file's TrainerSpec names (``unk_id``, ``bos_id``, ...), or, built from pieces,
+    the unknown piece and the ``<s>``, ``</s>``, ``<pad>`` control pieces.
     """
-    options = {"split_digits": bool(split_digits), "unk_surface": unk_surface,
-               "normalizer_name": normalizer_name,
-               "precompiled_charsmap": bytes(precompiled_charsmap),
-               "character_coverage": character_coverage, "max_piece_length": max_piece_length}
-    model = PieceModel(pieces, scores, types, byte_fallback, options, _proto, source)
-    rules = spm_io.decode_charsmap(bytes(precompiled_charsmap), source) if precompiled_charsmap else {}
-    normalizer = SentencePieceNormalizer(rules, model.user_defined, add_dummy_prefix,
-                                         remove_extra_whitespaces, escape_whitespaces)
-    decoder = SentencePieceDecoder(model, unk_surface, add_dummy_prefix, remove_extra_whitespaces)
-    return Tokenizer.from_parts(model, SentencePieceLevel(model, escape_whitespaces), normalizer,
-                                decoder, source=source)
+    return Tokenizer.from_parts(**sentencepiece_parts(
+        pieces, scores, types, byte_fallback=byte_fallback, add_dummy_prefix=add_dummy_prefix,
+        remove_extra_whitespaces=remove_extra_whitespaces,
+        escape_whitespaces=escape_whitespaces, split_digits=split_digits,
+        unk_surface=unk_surface, normalizer_name=normalizer_name,
+        precompiled_charsmap=precompiled_charsmap, character_coverage=character_coverage,
+        max_piece_length=max_piece_length, source=source, roles=roles, _proto=_proto))
 
 
 def from_sentencepiece(path) -> Tokenizer:
@@ -60,32 +55,14 @@ def from_sentencepiece(path) -> Tokenizer:
     return _from_model(spm_io.read_model(path), os.fspath(path))
 
 
-def from_sentencepiece_bytes(buf: bytes, source=None) -> Tokenizer:
-    """``from_sentencepiece`` of a ``ModelProto``'s bytes."""
-    return _from_model(spm_io.parse_model(buf, source), source)
+def from_sentencepiece_bytes(buf: bytes, source=None, roles=None) -> Tokenizer:
+    """``from_sentencepiece`` of a ``ModelProto``'s bytes (``roles``: None for the ones
+    it names; see ``sentencepiece_tokenizer``)."""
+    return _from_model(spm_io.parse_model(buf, source), source, roles)
 
 
-def _from_model(m: spm_io.SentencePieceModel, source) -> Tokenizer:
-    if m.model_type != spm_io.BPE:
-        name = spm_io.MODEL_TYPES.get(m.model_type, str(m.model_type))
-        raise ModelFormatError(
-            f"model type {name} is not supported (only BPE models can be loaded)",
-            source, "trainer_spec.model_type")
-    if m.treat_whitespace_as_suffix:
-        raise ModelFormatError("treat_whitespace_as_suffix is not supported", source,
-                               "trainer_spec.treat_whitespace_as_suffix")
-    if m.denormalizer_charsmap:
-        raise ModelFormatError("a denormalizer (denormalizer_spec) is not supported", source,
-                               "denormalizer_spec")
-    return sentencepiece_tokenizer(
-        m.pieces, m.scores, m.types, byte_fallback=m.byte_fallback,
-        add_dummy_prefix=m.add_dummy_prefix,
-        remove_extra_whitespaces=m.remove_extra_whitespaces,
-        escape_whitespaces=m.escape_whitespaces, split_digits=m.split_digits,
-        unk_surface=m.unk_surface, normalizer_name=m.normalizer_name,
-        precompiled_charsmap=m.precompiled_charsmap,
-        character_coverage=m.character_coverage if m.character_coverage is not None else 1.0,
-        max_piece_length=m.max_sentencepiece_length or 16, source=source, _proto=m)
+def _from_model(m: spm_io.SentencePieceModel, source, roles=None) -> Tokenizer:
+    return Tokenizer.from_parts(**proto_parts(m, source, roles))
 
 
 def to_sentencepiece(tok: Tokenizer, path) -> None:

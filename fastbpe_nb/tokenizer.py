@@ -72,7 +72,7 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
     """
 
     def __init__(self, merges=(), pattern="gpt2", special_tokens=(), *, base="bytes",
-                 alphabet=None, end_of_word=None, tie_break=None, merge_counts=None,
+                 alphabet=None, end_of_word=None, tie_break=None, merge_counts=None, roles=None,
                  byte_order=None, merge_mode="pairs", normalization=None, _source=None):
         if merge_mode not in ("pairs", "ranks"):
             raise ValueError(f"merge_mode must be 'pairs' or 'ranks', not {merge_mode!r}")
@@ -81,26 +81,26 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
             raise ValueError("merge_mode='ranks' (tiktoken's rule) needs base='bytes'")
         level = make_level(base, pattern, alphabet, end_of_word, byte_order, _source)
         model = MergeModel(merges, level.base_bytes, merge_mode, _source)
-        self._assemble(model, level, normalizer, special_tokens, None, _source)
+        self._assemble(model, level, normalizer, special_tokens, None, _source, roles)
         self.tie_break = tie_break
         self.merge_counts = None if merge_counts is None else np.asarray(merge_counts, np.int64)
 
     @classmethod
     def from_parts(cls, model, level, normalizer, decoder=None, special_tokens=(),
-                   tie_break=None, source=None) -> "Tokenizer":
+                   tie_break=None, source=None, roles=None) -> "Tokenizer":
         """A tokenizer of explicit parts (the presets' constructor; see the module doc)."""
         tok = cls.__new__(cls)
-        tok._assemble(model, level, normalizer, special_tokens, decoder, source)
+        tok._assemble(model, level, normalizer, special_tokens, decoder, source, roles)
         tok.tie_break, tok.merge_counts = tie_break, None
         return tok
 
-    def _assemble(self, model, level, normalizer, special_tokens, decoder, source=None):
+    def _assemble(self, model, level, normalizer, special_tokens, decoder, source, roles=None):
         self.model, self.level, self.normalizer = model, level, normalizer
         n_regular = len(model.token_bytes)
         if not isinstance(special_tokens, SpecialTokens):
             special_tokens = SpecialTokens(check_special_tokens(special_tokens, n_regular,
                                                                 source=source))
-        self.specials = special_tokens
+        self.specials, self._roles = special_tokens, self._roles_for(roles, special_tokens, source)
         self._vocab = special_tokens.vocab(model.token_bytes)
         if decoder is None:
             eow = getattr(level, "end_of_word", None)
@@ -119,7 +119,7 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
         return {"model": self.model, "level": self.level, "normalizer": self.normalizer,
                 "decoder": None if isinstance(self.decoder, TableDecoder) else self.decoder,
                 "special_tokens": self.specials.ids, "tie_break": self.tie_break,
-                "merge_counts": self.merge_counts}
+                "merge_counts": self.merge_counts, "roles": self._roles}
 
     def __setstate__(self, state):
         if "model" not in state:  # pickled by a version before the parts: rebuild
@@ -129,14 +129,14 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
                           base=state["base"], merge_mode=state.get("merge_mode", "pairs"), **kw)
             return
         self._assemble(state["model"], state["level"], state["normalizer"],
-                       state["special_tokens"], state["decoder"])
+                       state["special_tokens"], state["decoder"], None, state.get("roles"))
         self.tie_break, self.merge_counts = state["tie_break"], state["merge_counts"]
 
     def __eq__(self, other):
         if not isinstance(other, Tokenizer):
             return NotImplemented
         same = (self.level == other.level and self.normalizer == other.normalizer
-                and self.specials.ids == other.specials.ids
+                and self.specials.ids == other.specials.ids and self._roles == other._roles
                 and type(self.model) is type(other.model) and self.model.mode == other.model.mode)
         if isinstance(self.model, MergeModel):
             return same and np.array_equal(self.model.merges, other.model.merges)

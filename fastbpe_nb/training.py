@@ -18,6 +18,7 @@ import numpy as np
 from . import pretokenize
 from .byte_level import hf_byte_ranks
 from .errors import MemoryBudgetError, TrainingError
+from .roles import TokenRoles, check_roles
 from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, phase_bytes,
                          rss_bytes, run_merge_kernel)
 from .text import clean_text
@@ -159,7 +160,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
     return tok
 
 
-def train(texts, vocab_size=None, *, return_report=False, trace=False, **options):
+def train(texts, vocab_size=None, *, return_report=False, trace=False, roles=None, **options):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -198,9 +199,13 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, **options
         ``character_coverage``, ...): returns a ``SentencePieceBPE``.
     return_report : bool
         Also return a dict with the time of each phase and the table sizes.
+    roles : mapping, optional
+        Special-token roles and chat template (``fastbpe_nb.roles``), e.g.
+        ``{"eos": "<|endoftext|>", "pad": "<|pad|>"}``: each names a special token.
     """
+    roles = _early_roles(roles, options)
     if options.get("whitespace") is not None:
-        return _train_sentencepiece_style(texts, vocab_size, options)
+        return _given_roles(_train_sentencepiece_style(texts, vocab_size, options), roles)
     options.pop("whitespace", None)
     t0 = time.perf_counter()
     opts = TrainOptions.make(vocab_size, **options)
@@ -229,12 +234,27 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, **options
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
     report["seconds_counting"] = time.perf_counter() - t0
-    tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
+    tok = _given_roles(train_from_table(symbols, offsets, counts, alphabet, opts, report), roles)
     if trace:
         from .inspect import print_trace
 
         print_trace(tok)
     return (tok, report) if return_report else tok
+
+
+def _early_roles(roles, options):
+    """The roles record of ``train(..., roles=)``, checked before any work: its form, and
+    (special tokens given, not SentencePiece style, whose control pieces may have roles
+    too) that each role names one of the special tokens."""
+    record = TokenRoles.from_mapping(roles)
+    if options.get("whitespace") is None and options.get("special_tokens") is not None:
+        check_roles(record, None, dict.fromkeys(options["special_tokens"], 0))
+    return record
+
+
+def _given_roles(tok, roles):
+    """``tok`` with the roles of ``train(..., roles=)`` (checked against the model)."""
+    return tok.with_roles(**roles.to_dict()) if roles.to_dict() else tok
 
 
 class _Counted:
@@ -354,7 +374,8 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
 
 def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", max_memory=None,
                 counts_output=None, chunk_bytes=16 << 20, return_report=False, trace=False,
-                max_invalid_utf8=None, max_chunk_bytes=None, min_word_count=1, **options):
+                max_invalid_utf8=None, max_chunk_bytes=None, min_word_count=1, roles=None,
+                **options):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -369,12 +390,13 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
     phase's memory grows with the unique words' bytes: on a large corpus most unique words
     are rare; the report says how many words and occurrences were pruned; a
     ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
-    error (``CorpusReadError`` / ``TrainingError``).
+    error (``CorpusReadError`` / ``TrainingError``). ``roles``: as in ``train``.
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
+    roles = _early_roles(roles, options)
     t0 = time.perf_counter()
     ignored, skipped = [], []
     files = expand_paths(paths, on_bad_input, ignored, skipped)
@@ -450,6 +472,7 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),
                  max_memory, detail)
     tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
+    tok = _given_roles(tok, roles)
     report["seconds_total"] = time.perf_counter() - t0
     if trace:
         from .inspect import print_trace

@@ -15,10 +15,12 @@ tiktoken's names (``n_vocab``, ``max_token_value``, ``eot_token``, ``special_tok
 from __future__ import annotations
 
 from .errors import TokenLookupError
+from .roles import SpecialTokenRoles
 
 
-class VocabularyLookups:
-    """Look-ups by token and by id; see the module docstring."""
+class VocabularyLookups(SpecialTokenRoles):
+    """Look-ups by token and by id; see the module docstring. Built on the special-token
+    roles (``roles.SpecialTokenRoles``: ``eot_token`` is the EOS role when one is set)."""
 
     # ------------------------------------------------------------------ tiktoken's names
     @property
@@ -33,8 +35,11 @@ class VocabularyLookups:
 
     @property
     def eot_token(self) -> int:
-        """The id of ``<|endoftext|>`` (TokenLookupError when it is not registered)."""
-        eot = self.special_tokens.get("<|endoftext|>")
+        """The id of the EOS token when the tokenizer has one (``eos_token``), else of
+        ``<|endoftext|>`` (TokenLookupError when neither is set)."""
+        eot = self.eos_token_id
+        if eot is None:
+            eot = self.special_tokens.get("<|endoftext|>")
         if eot is None:
             raise TokenLookupError("this tokenizer has no <|endoftext|> special token "
                                    f"(its special tokens: {sorted(self.special_tokens)})")

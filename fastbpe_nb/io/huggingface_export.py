@@ -45,13 +45,18 @@ def hf_pattern_string(pattern: str) -> str:
     return pattern
 
 
-def huggingface_json(tok) -> str:
-    """The ``tokenizer.json`` text of ``tok`` (deterministic)."""
+def huggingface_json(tok, rank_keyed: bool = False) -> str:
+    """The ``tokenizer.json`` text of ``tok`` (deterministic).
+
+    ``rank_keyed=True`` (``save_pretrained``) also writes a ``merge_mode="ranks"`` tokenizer
+    (tiktoken's rule, see ``rank_keyed_merges``); without it such a tokenizer is refused.
+    """
     if tok.base != "bytes":
         raise ValueError(
             "to_huggingface writes byte-level BPE only: a char-mode tokenizer (base='chars') "
             "has no tokenizer.json equivalent here")
-    if tok.merge_mode != "pairs":
+    ranks = tok.merge_mode == "ranks" and rank_keyed
+    if tok.merge_mode != "pairs" and not ranks:
         raise ValueError(
             "to_huggingface needs merge_mode='pairs': HF's BPE merges by pair rank, while this "
             f"tokenizer uses merge_mode={tok.merge_mode!r} (tiktoken's rank-keyed rule, e.g. "
@@ -70,7 +75,10 @@ def huggingface_json(tok) -> str:
                 f"special token {token!r} has the same text as the byte-level form of regular "
                 f"token {hf_vocab[token]}: HF's vocabulary cannot hold both")
         hf_vocab[token] = tid
-    merges = [[to_hf(vocab[a]), to_hf(vocab[b])] for a, b in tok.merges.tolist()]
+    if ranks:
+        merges = rank_keyed_merges(vocab[:n])
+    else:
+        merges = [[to_hf(vocab[a]), to_hf(vocab[b])] for a, b in tok.merges.tolist()]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
                   "use_regex": False}
     if tok.pattern is None:
@@ -112,12 +120,35 @@ def huggingface_json(tok) -> str:
             "end_of_word_suffix": None,
             "fuse_unk": False,
             "byte_fallback": False,
-            "ignore_merges": False,
+            # tiktoken's first rule: a piece that is a token is that token.
+            "ignore_merges": ranks,
             "vocab": hf_vocab,
             "merges": merges,
         },
     }
     return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+
+
+def rank_keyed_merges(tokens: list) -> list[list[str]]:
+    """HF merges that make HF's pair-keyed BPE follow tiktoken's rank-keyed rule.
+
+    tiktoken joins the adjacent pair whose *concatenation* is the lowest-ranked token; HF
+    joins the listed pair of lowest list position. Listing, for every token in rank order,
+    *every* split of it into two tokens (not only the merge recovered from the ranks) makes
+    "a listed pair" equal "a pair whose concatenation is a token" and orders the pairs by
+    their concatenation's rank, so both pick the same pair at every step (with
+    ``ignore_merges``: a whole piece that is a token is that token, tiktoken's first rule).
+    The one order they may still differ in is between two splits of the same token that
+    overlap in one state (``[ab, aba, ba]`` for ``ababa``), where tiktoken takes the leftmost
+    and HF the split listed first; only periodic tokens allow it. cl100k: 233,378 merges.
+    """
+    index = {t: i for i, t in enumerate(tokens)}
+    merges = []
+    for token in tokens:
+        for k in range(1, len(token)):
+            if token[:k] in index and token[k:] in index:
+                merges.append([to_hf(token[:k]), to_hf(token[k:])])
+    return merges
 
 
 def _check_specials_normalize(tok, specials):

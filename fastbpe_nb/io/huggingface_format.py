@@ -198,6 +198,14 @@ def _parse_normalizer(normalizer, path):
                        "and NFKC are reproduced)", path, "normalizer")
 
 
+def _no_op_template(post) -> bool:
+    """A TemplateProcessing whose single-sequence template is the sequence alone, adding no
+    token (what ``transformers`` v5 writes when it saves a tokenizer without BOS/EOS
+    post-processing; the pair template does not apply to one text)."""
+    return (isinstance(post, dict) and post.get("type") == "TemplateProcessing"
+            and post.get("single") == [{"Sequence": {"id": "A", "type_id": 0}}])
+
+
 def _check_pipeline(doc: dict, path):
     """Everything around the model: normalizer, decoder, post-processor, truncation, padding.
 
@@ -209,10 +217,12 @@ def _check_pipeline(doc: dict, path):
         kind = decoder.get("type") if isinstance(decoder, dict) else decoder
         raise _unsupported(f"decoder {kind!r} (expected ByteLevel)", path, "decoder")
     post = doc.get("post_processor")
-    if post is not None and not (isinstance(post, dict) and post.get("type") == "ByteLevel"):
+    if post is not None and not (isinstance(post, dict) and post.get("type") == "ByteLevel"
+                                 or _no_op_template(post)):
         kind = post.get("type") if isinstance(post, dict) else post
-        raise _unsupported(f"post_processor {kind!r} (it adds tokens on encode; only null or "
-                           "ByteLevel, which changes offsets only)", path, "post_processor")
+        raise _unsupported(f"post_processor {kind!r} (it adds tokens on encode; only null, "
+                           "ByteLevel, which changes offsets only, or a TemplateProcessing that "
+                           "adds nothing to one sequence)", path, "post_processor")
     for key in ("truncation", "padding"):
         if doc.get(key) is not None:
             raise _unsupported(f"{key} is set (encode output would be cut or padded)", path, key)

@@ -13,6 +13,8 @@
       "normalization": null,
       "byte_order": null,              # byte mode: byte value of ids 0..255 (null: identity)
       "merge_mode": "pairs",           # "pairs" (merge rank) or "ranks" (tiktoken's rule)
+      "roles": {"eos": "<|endoftext|>"},   # optional: special-token roles (bos, eos, pad,
+                                           # unk) and chat_template; absent: none
       "special_tokens": [["<|endoftext|>", 50256]],   # [token, id]: any unused ids from
                                                      # the number of regular tokens on
       "merges": [
@@ -23,7 +25,10 @@
 
 A SentencePiece-style model is stored as version 2, ``"base": "pieces"``, with its
 SentencePiece ``ModelProto`` (exactly the ``.model`` file's bytes) in base64 under
-``"sentencepiece"``; byte- and char-level models stay version 1.
+``"sentencepiece"``; byte- and char-level models stay version 1. Either version may hold
+``"roles"``: version 1 only when a role or a chat template is set (files of tokenizers
+without roles are byte for byte as before); version 2 always (``{}``: none), and a version-2
+document without it (an older file) has the roles its ModelProto names.
 
 The vocabulary is not stored: it is derived from the merges (``vocab[new] = vocab[a] +
 vocab[b]``). Loading validates everything before any kernel sees it and raises
@@ -46,8 +51,9 @@ from .atomic import atomic_write
 FORMAT_NAME = "fastbpe_nb"
 FORMAT_VERSION = 2
 _KEYS = ("format", "version", "base", "pattern", "end_of_word", "alphabet", "tie_break",
-         "normalization", "byte_order", "merge_mode", "special_tokens", "merges")
-_PIECES_KEYS = ("format", "version", "base", "special_tokens", "sentencepiece")
+         "normalization", "byte_order", "merge_mode", "roles", "special_tokens", "merges")
+_PIECES_KEYS = ("format", "version", "base", "roles", "special_tokens", "sentencepiece")
+_ROLE_KEYS = ("bos", "eos", "pad", "unk", "chat_template")
 _TIE_RULES = ("ids", "hf", "first", "bytes")
 
 
@@ -62,6 +68,7 @@ def model_to_json(tok) -> str:
 
         doc = {"format": FORMAT_NAME, "version": 2, "base": "pieces", "special_tokens": [],
                "sentencepiece": base64.b64encode(model_proto(tok)).decode("ascii")}
+        doc = {**dict(list(doc.items())[:3]), "roles": tok.roles, **dict(list(doc.items())[3:])}
         return json.dumps(doc, indent=2) + "\n"
     specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
     lines = ["{"]
@@ -77,6 +84,8 @@ def model_to_json(tok) -> str:
         "byte_order": tok.byte_order,
         "merge_mode": tok.merge_mode,
     }
+    if tok.roles:
+        header["roles"] = tok.roles
     for key, value in header.items():
         lines.append(f"  {_dump(key)}: {_dump(value)},")
     lines.append('  "special_tokens": [' + ", ".join(_dump([t, i]) for t, i in specials) + "],")
@@ -233,11 +242,30 @@ def parse_model(text_bytes: bytes, source=None) -> dict:
         seen_ids.add(tid)
 
     # The ids are checked by the Tokenizer (ModelFormatError naming "special_tokens"): any
-    # unused ids from the number of regular tokens on, gaps allowed (cl100k has gaps).
+    # unused ids from the number of regular tokens on, gaps allowed (cl100k has gaps). So
+    # are the roles' tokens (ModelFormatError naming "roles.<role>").
     return {"merges": merges_arr, "pattern": pattern, "special_tokens": special_map,
             "base": base, "alphabet": alphabet if base == "chars" else None,
             "end_of_word": end_of_word, "tie_break": tie_break, "byte_order": byte_order,
-            "merge_mode": merge_mode, "normalization": normalization, "_source": source}
+            "merge_mode": merge_mode, "normalization": normalization,
+            "roles": _parse_roles(doc, source), "_source": source}
+
+
+def _parse_roles(doc: dict, source):
+    """The ``"roles"`` object (None when absent): known keys, each a non-empty str or null."""
+    roles = doc.get("roles")
+    if roles is None:
+        return None
+    if not isinstance(roles, dict):
+        raise ModelFormatError("roles must be an object {role: token}", source, "roles")
+    for key, value in roles.items():
+        if key not in _ROLE_KEYS:
+            raise ModelFormatError(f"unknown role {key!r} (known: {', '.join(_ROLE_KEYS)})",
+                                   source, f"roles.{key}")
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ModelFormatError(f"expected a non-empty string or null, got {value!r:.60}",
+                                   source, f"roles.{key}")
+    return roles
 
 
 def _parse_pieces(doc: dict, source) -> dict:
@@ -252,9 +280,10 @@ def _parse_pieces(doc: dict, source) -> dict:
     if not isinstance(proto, str):
         raise ModelFormatError("missing the base64 ModelProto", source, "sentencepiece")
     try:
-        return {"sentencepiece": base64.b64decode(proto, validate=True)}
+        data = base64.b64decode(proto, validate=True)
     except (binascii.Error, ValueError):
         raise ModelFormatError("not valid base64", source, "sentencepiece") from None
+    return {"sentencepiece": data, "roles": _parse_roles(doc, source), "_source": source}
 
 
 def read_model(path) -> dict:

