@@ -84,6 +84,9 @@ class TrainOptions:
                    normalization)
 
 
+#: Options that only SentencePiece-style training takes.
+_SENTENCEPIECE_ONLY = ("byte_fallback", "split_digits", "character_coverage", "add_dummy_prefix",
+                       "remove_extra_whitespaces", "user_defined_symbols", "control_symbols")
 _SENTENCEPIECE_OPTIONS = ("byte_fallback", "split_digits", "character_coverage",
                           "add_dummy_prefix", "remove_extra_whitespaces", "user_defined_symbols",
                           "control_symbols", "normalization", "tie_break", "progress")
@@ -160,7 +163,36 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
     return tok
 
 
-def train(texts, vocab_size=None, *, return_report=False, trace=False, roles=None, **options):
+#: What each option of ``train`` / ``train_files`` is when not given (then not passed on).
+_NOT_GIVEN = {"pattern": "default", "special_tokens": (), "tie_break": "ids",
+              "min_frequency": 0, "progress": False}
+
+
+def _given_options(verb: str, sentencepiece_style, **options) -> dict:
+    """The options a caller gave (those at their "not given" value dropped), refusing the
+    SentencePiece-style ones without ``whitespace="▁"``, in the caller's words."""
+    given = {k: v for k, v in options.items()
+             if (v is not None or k == "pattern")  # pattern=None: no split, a real choice
+             and not (k in _NOT_GIVEN and _same(v, _NOT_GIVEN[k]))}
+    if not sentencepiece_style:
+        stray = sorted(set(given) & set(_SENTENCEPIECE_ONLY))
+        if stray:
+            raise TypeError(f"{verb}(): {', '.join(stray)} {'is an option' if len(stray) == 1 else 'are options'}"
+                            " of SentencePiece-style training: pass whitespace='\u2581' too")
+    return given
+
+
+def _same(value, default) -> bool:
+    return type(value) is type(default) and value == default
+
+
+def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_break="ids",
+          base=None, end_of_word=None, num_merges=None, min_frequency=0,
+          max_token_length=None, normalization=None, num_threads=None, roles=None,
+          progress=False, trace=False, return_report=False, whitespace=None,
+          byte_fallback=None, split_digits=None, character_coverage=None,
+          add_dummy_prefix=None, remove_extra_whitespaces=None, user_defined_symbols=None,
+          control_symbols=None):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -196,13 +228,26 @@ def train(texts, vocab_size=None, *, return_report=False, trace=False, roles=Non
     whitespace : str, optional
         ``"\u2581"``: SentencePiece-style BPE (visible whitespace prefixed to pieces, byte
         fallback, digit splitting; options ``byte_fallback``, ``split_digits``,
-        ``character_coverage``, ...): returns a ``SentencePieceBPE``.
+        ``character_coverage``, ...): returns a SentencePiece-style Tokenizer.
+    byte_fallback, split_digits, character_coverage, add_dummy_prefix,
+    remove_extra_whitespaces, user_defined_symbols, control_symbols
+        SentencePiece-style only (``whitespace="\u2581"``): SentencePiece's trainer flags of
+        the same names (defaults: True, True, 1.0, True, True, none, none).
     return_report : bool
         Also return a dict with the time of each phase and the table sizes.
     roles : mapping, optional
         Special-token roles and chat template (``fastbpe_nb.roles``), e.g.
         ``{"eos": "<|endoftext|>", "pad": "<|pad|>"}``: each names a special token.
     """
+    options = _given_options(
+        "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
+        tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
+        min_frequency=min_frequency, max_token_length=max_token_length,
+        normalization=normalization, num_threads=num_threads, progress=progress,
+        whitespace=whitespace, byte_fallback=byte_fallback, split_digits=split_digits,
+        character_coverage=character_coverage, add_dummy_prefix=add_dummy_prefix,
+        remove_extra_whitespaces=remove_extra_whitespaces,
+        user_defined_symbols=user_defined_symbols, control_symbols=control_symbols)
     roles = _early_roles(roles, options)
     if options.get("whitespace") is not None:
         return _given_roles(_train_sentencepiece_style(texts, vocab_size, options), roles)
@@ -372,10 +417,13 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     return counter, stats
 
 
-def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", max_memory=None,
-                counts_output=None, chunk_bytes=16 << 20, return_report=False, trace=False,
-                max_invalid_utf8=None, max_chunk_bytes=None, min_word_count=1, roles=None,
-                **options):
+def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
+                tie_break="ids", base=None, end_of_word=None, num_merges=None,
+                min_frequency=0, max_token_length=None, normalization=None, num_threads=None,
+                roles=None, progress=False, trace=False, return_report=False, column="text",
+                on_bad_input="error", max_memory=None, counts_output=None,
+                chunk_bytes=16 << 20, max_invalid_utf8=None, max_chunk_bytes=None,
+                min_word_count=1):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -396,6 +444,11 @@ def train_files(paths, vocab_size=None, *, column="text", on_bad_input="error", 
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
+    options = _given_options(
+        "train_files", False, pattern=pattern, special_tokens=special_tokens,
+        tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
+        min_frequency=min_frequency, max_token_length=max_token_length,
+        normalization=normalization, num_threads=num_threads, progress=progress)
     roles = _early_roles(roles, options)
     t0 = time.perf_counter()
     ignored, skipped = [], []

@@ -88,11 +88,13 @@ def test_batch_framing_through_the_tokenizer(tok):
     assert tok.encode_batch(docs, add_bos=True, max_length=5) == [([bos] + d)[:5] for d in plain]
     wins = tok.encode_batch(docs, add_bos=True, add_eos=True, max_length=8, stride=2)
     assert wins == [reference_windows(d, 8, 2, bos, eos) for d in plain]
-    out = tok.encode_batch(docs, add_eos=True, max_length=8, stride=2, padding="max_length",
-                           return_numpy=True)
+    out = tok.encode_batch(docs, add_bos=True, add_eos=True, max_length=8, stride=2,
+                           padding="max_length", return_numpy=True)
     assert out["input_ids"].shape == (sum(map(len, wins)), 8)
     assert out["overflow_to_sample_mapping"].tolist() == [d for d, w in enumerate(wins) for _ in w]
     assert (out["input_ids"][out["attention_mask"] == 0] == pad_id).all()
+    rows = [r[m == 1].tolist() for r, m in zip(out["input_ids"], out["attention_mask"])]
+    assert rows == [w for ws in wins for w in ws]
 
 
 @pytest.mark.parametrize("kwargs, message", [
