@@ -53,23 +53,26 @@ def check_framing(add_bos, add_eos, max_length, stride, padding, bos_id, eos_id,
     return (bos_id if add_bos else -1), (eos_id if add_eos else -1)
 
 
-def add_special(ids, offsets, bos: int, eos: int):
-    """``(ids, offsets)`` with ``bos`` before / ``eos`` after each document (-1: none)."""
+def add_special(ids, offsets, bos: int, eos: int, valid=None):
+    """``(ids, offsets)`` with ``bos`` before / ``eos`` after each document (-1: none);
+    ``valid`` (bool[rows]): only those rows get them (null rows stay empty)."""
     extra = int(bos >= 0) + int(eos >= 0)
     if not extra:
         return ids, offsets
     rows = len(offsets) - 1
     lengths = np.diff(offsets)
+    added = np.full(rows, extra, dtype=np.int64) if valid is None else extra * valid.astype(np.int64)
     new_off = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(lengths + extra, out=new_off[1:])
+    np.cumsum(lengths + added, out=new_off[1:])
     out = np.empty(int(new_off[-1]), dtype=ids.dtype)
-    # Where each old id lands: shifted by the BOS of its document and of every one before.
-    doc_of = np.repeat(np.arange(rows, dtype=np.int64), lengths)
-    out[np.arange(len(ids), dtype=np.int64) + extra * doc_of + int(bos >= 0)] = ids
+    # Where each old id lands: shifted by what was added to the rows before it and its BOS.
+    before = new_off[:-1] - offsets[:-1] + (added > 0) * int(bos >= 0)
+    out[np.arange(len(ids), dtype=np.int64) + np.repeat(before, lengths)] = ids
+    framed = added > 0
     if bos >= 0:
-        out[new_off[:-1]] = bos
+        out[new_off[:-1][framed]] = bos
     if eos >= 0:
-        out[new_off[1:] - 1] = eos
+        out[new_off[1:][framed] - 1] = eos
     return out, new_off
 
 

@@ -159,3 +159,14 @@ def test_batch_verbs_share_one_argument_order():
     tok = fb.train(["hello world"], vocab_size=270)
     assert tok.count_tokens(["hello", "world"], 1, ()).tolist() == [
         len(i) for i in tok.encode_batch(["hello", "world"], 1, ())]
+
+
+@settings(max_examples=100, deadline=None)
+@given(docs_strategy, st.data())
+def test_framing_skips_null_rows(docs, data):
+    valid = np.array(data.draw(st.lists(st.booleans(), min_size=len(docs), max_size=len(docs))),
+                     dtype=bool)
+    docs = [d if v else [] for d, v in zip(docs, valid)]  # a null row has no ids
+    ids, offsets = flat(docs)
+    got, got_off = add_special(ids, offsets, 98, 99, valid)
+    assert rows(got, got_off) == [[98] + d + [99] if v else [] for d, v in zip(docs, valid)]

@@ -60,7 +60,8 @@ FORMATS = ("parquet", "bin") + TOKEN_FORMATS
 def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=None,
                    keep_columns=(), special="error", separator=None, resume=False,
                    count_only=False, progress=False, num_threads=None, bos=None,
-                   shard_size=None, val_fraction=0.0, seed=0, concat_tokens=None):
+                   shard_size=None, val_fraction=0.0, seed=0, concat_tokens=None,
+                   ids_column="ids", token_count_column=None):
     """Encode the ``column`` of Parquet/Arrow files with ``tok``; returns a report dict.
 
     Parameters
@@ -82,10 +83,15 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         A row holding a registered special token: raise ``DisallowedSpecialTokenError``
         naming the file and row (default), encode it as the special id, or as plain text.
     separator : str or int, optional
-        Flat outputs: the token after each document (llmc: before it), default
-        ``<|endoftext|>`` (or a SentencePiece ``</s>``) when registered.
+        Flat outputs: the token after each document (llmc: before it), default the
+        tokenizer's ``eos_token``, else ``<|endoftext|>`` (or a SentencePiece ``</s>``) when
+        registered. Parquet: when given, appended to each (non-null) row.
     bos : str or int, optional
-        Training-stack formats: a token before each document (llmc: after the separator).
+        Training-stack formats and Parquet: a token before each document (llmc: after the
+        separator).
+    ids_column, token_count_column : str
+        Parquet: the name of the ids column (``"input_ids"`` for transformers' pipelines),
+        and of an int32 column of each row's token count (None: no such column).
     shard_size : int or str, optional
         Training-stack formats: bytes per id file ("1G", "500M"); documents are not split.
     val_fraction, seed : float, int
@@ -121,11 +127,27 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     tok.special_sets(allowed, disallowed)  # resolvable before any output exists
     flat = format in TOKEN_FORMATS
     np_dtype = token_dtype(tok, format, dtype) if flat else _id_dtype(tok, format, dtype)
-    sep_id = _separator_id(tok, separator) if format != "parquet" and not count_only else None
-    bos_id = _token_id(tok, bos, "bos") if bos is not None and flat else None
-    if not flat and (bos is not None or shard_size is not None or val_fraction):
-        raise EncodeOptionsError(f"bos, shard_size and val_fraction apply to the formats "
-                                 f"{', '.join(TOKEN_FORMATS)}, not {format!r}")
+    parquet = format == "parquet"
+    sep_id = None
+    if not count_only and (not parquet or separator is not None):
+        sep_id = _separator_id(tok, separator)
+    bos_id = _token_id(tok, bos, "bos") if bos is not None and (flat or parquet) else None
+    if not flat and (shard_size is not None or val_fraction or (bos is not None and not parquet)):
+        raise EncodeOptionsError(f"shard_size and val_fraction apply to the formats "
+                                 f"{', '.join(TOKEN_FORMATS)} (bos to those and parquet), "
+                                 f"not {format!r}")
+    if not parquet and (ids_column != "ids" or token_count_column is not None):
+        raise EncodeOptionsError(f"ids_column and token_count_column name Parquet columns; "
+                                 f"format {format!r} has none")
+    for name in (ids_column, token_count_column):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise EncodeOptionsError(f"a column name must be a non-empty str, not {name!r}")
+    if parquet and ids_column in keep_list(keep_columns, column, format):
+        raise EncodeOptionsError(f"ids_column {ids_column!r} is also a kept input column")
+    if parquet and token_count_column is not None and token_count_column in (
+            ids_column, *keep_list(keep_columns, column, format)):
+        raise EncodeOptionsError(f"token_count_column {token_count_column!r} names another "
+                                 "output column")
     shard_bytes = parse_size(shard_size)
     concat_tokens = check_concat_tokens(format, concat_tokens)
     if format in STREAM_FORMATS:
@@ -149,6 +171,10 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     if flat:
         settings.update(bos_id=bos_id, shard_bytes=shard_bytes, val_fraction=float(val_fraction),
                         seed=int(seed), concat_tokens=concat_tokens)
+    elif parquet and (bos_id is not None or ids_column != "ids" or token_count_column):
+        # Recorded only when used, so that outputs of earlier versions stay resumable.
+        settings.update(bos_id=bos_id, ids_column=ids_column,
+                        token_count_column=token_count_column)
     n_threads = num_threads or os.cpu_count() or 1
     bar = None
     if progress:
@@ -221,6 +247,8 @@ def _separator_id(tok, separator):
         model = tok.model
         names.update({p: i for i, (p, t) in enumerate(zip(model.pieces, model.types.tolist()))
                       if t == CONTROL})
+    if separator is None and getattr(tok, "eos_token_id", None) is not None:
+        return tok.eos_token_id  # the tokenizer's own end-of-document role
     if separator is None:
         default = next((s for s in ("<|endoftext|>", "</s>") if s in names), None)
         if default is None:

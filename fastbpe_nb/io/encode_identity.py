@@ -58,7 +58,7 @@ def input_rows(path: str) -> int | None:
 
 _COMPARED = ("layout", "format", "model_sha256", "column", "dtype", "separator_id", "special",
              "keep_columns", "bos_id", "shard_bytes", "val_fraction", "seed",
-            "concat_tokens")
+            "concat_tokens", "ids_column", "token_count_column")
 
 
 def _mismatch(found: dict, expected: dict) -> str | None:

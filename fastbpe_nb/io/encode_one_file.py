@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from ..errors import DisallowedSpecialTokenError, FastBPEError, InvalidUTF8Error
+from ..framing import add_special
 from .atomic import PendingFile, name_error
 from .bin_files import commit_bin, write_bin
 from .encode_identity import META_KEY, check_unchanged
@@ -38,6 +39,9 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
     import pyarrow.parquet as pq
 
     path = job.path
+    ids_column = record.get("ids_column") or "ids"
+    count_column = record.get("token_count_column")
+    bos_id = record.get("bos_id") if fmt == "parquet" else None
     rep = {"path": path, "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
            "encoder_calls": 0, "outputs": list(job.outs)}
     columns = [column] + [c for c in keep if c != column]
@@ -56,7 +60,9 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
             os.makedirs(os.path.dirname(os.path.abspath(job.outs[0])), exist_ok=True)
             pending.append(PendingFile(job.outs[0]))
             if fmt == "parquet":
-                fields = [pa.field("ids", pa.list_(pa.from_numpy_dtype(np_dtype)))]
+                fields = [pa.field(ids_column, pa.list_(pa.from_numpy_dtype(np_dtype)))]
+                if count_column is not None:
+                    fields.append(pa.field(count_column, pa.int32()))
                 fields += [in_schema.field(c) for c in keep]
                 schema = pa.schema(fields, metadata={META_KEY: json.dumps(record)})
                 writer = pq.ParquetWriter(pending[0].file, schema, write_page_checksum=True,
@@ -87,11 +93,17 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
             if sink is not None:
                 out.submit(sink.write_slice, ids, offsets, valid, row0)
             elif fmt == "parquet":
+                if bos_id is not None or sep_id is not None:
+                    ids, offsets = add_special(ids, offsets, -1 if bos_id is None else bos_id,
+                                               -1 if sep_id is None else sep_id, valid)
                 values = pa.array(ids.astype(np_dtype, copy=False))
                 mask = None if valid.all() else pa.array(~valid)
                 lists = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values,
                                                  mask=mask)
-                arrays = [lists] + [table.column(c).combine_chunks() for c in keep]
+                arrays = [lists]
+                if count_column is not None:
+                    arrays.append(pa.array(np.diff(offsets).astype(np.int32), mask=~valid))
+                arrays += [table.column(c).combine_chunks() for c in keep]
                 out.submit(writer.write_table, pa.Table.from_arrays(arrays, schema=schema))
             else:
                 # Null rows encode to nothing, so ``ids`` is already the valid documents'

@@ -1,0 +1,80 @@
+"""Parquet output for training pipelines: the ids column's name, a token-count column,
+BOS/EOS per row (nulls stay null), the separator from the tokenizer's eos role."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import fastbpe_nb as fb
+from fastbpe_nb.errors import EncodeOptionsError
+
+DOCS = ["hello world", None, "", "the quick brown fox " * 50, "<s> as text"]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    t = fb.train(["hello world the quick brown fox"] * 20, vocab_size=300,
+                 special_tokens=["<s>", "</s>"])
+    return t.with_roles(bos="<s>", eos="</s>")
+
+
+@pytest.fixture()
+def src(tmp_path):
+    path = tmp_path / "in" / "data.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table({"text": DOCS, "id": list(range(len(DOCS)))}), path,
+                   row_group_size=2)
+    return path
+
+
+def test_named_columns_bos_eos_and_counts(tok, src, tmp_path):
+    out = tmp_path / "out"
+    rep = fb.encode_parquet(tok, str(src), str(out), ids_column="input_ids",
+                            token_count_column="n_tokens", bos="<s>", separator="</s>",
+                            keep_columns=["id"], special="text")
+    table = pq.read_table(out / "data.parquet")
+    assert table.column_names == ["input_ids", "n_tokens", "id"]
+    bos, eos = tok.bos_token_id, tok.eos_token_id
+    want = [None if d is None else [bos] + tok.encode(d, disallowed_special=()) + [eos]
+            for d in DOCS]
+    assert table.column("input_ids").to_pylist() == want
+    assert table.column("n_tokens").to_pylist() == [None if w is None else len(w) for w in want]
+    assert table.column("id").to_pylist() == list(range(len(DOCS)))
+    assert rep["null_rows"] == 1
+    # Resume knows the options: the same run skips, another ids column re-encodes.
+    again = fb.encode_parquet(tok, str(src), str(out), ids_column="input_ids",
+                              token_count_column="n_tokens", bos="<s>", separator="</s>",
+                              keep_columns=["id"], special="text", resume=True)
+    assert again["skipped_complete"] == [str(src)]
+    other = fb.encode_parquet(tok, str(src), str(out), bos="<s>", separator="</s>",
+                              keep_columns=["id"], special="text", resume=True)
+    assert other["reencoded"] and "ids_column" in other["reencoded"][0]["reason"]
+    assert pq.read_table(out / "data.parquet").column_names == ["ids", "id"]
+
+
+def test_plain_parquet_output_is_unchanged(tok, src, tmp_path):
+    fb.encode_parquet(tok, str(src), str(tmp_path / "o"), special="text")
+    table = pq.read_table(tmp_path / "o" / "data.parquet")
+    assert table.column_names == ["ids"]
+    assert table.column("ids").to_pylist() == [
+        None if d is None else tok.encode(d, disallowed_special=()) for d in DOCS]
+
+
+def test_bin_separator_defaults_to_the_eos_role(tok, src, tmp_path):
+    fb.encode_parquet(tok, str(src), str(tmp_path / "b"), format="bin", special="text")
+    ids, index = fb.read_bin(str(tmp_path / "b" / "data.bin"))
+    assert int(ids[index[1] - 1]) == tok.eos_token_id
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"format": "bin", "ids_column": "input_ids"}, "name Parquet columns"),
+    ({"token_count_column": "ids"}, "names another output column"),
+    ({"ids_column": ""}, "non-empty"),
+    ({"format": "bin", "bos": "<s>"}, "bos to those and parquet"),
+])
+def test_bad_column_options_are_refused_before_any_output(tok, src, tmp_path, kwargs, message):
+    with pytest.raises(EncodeOptionsError, match=message):
+        fb.encode_parquet(tok, str(src), str(tmp_path / "x"), special="text", **kwargs)
+    assert not (tmp_path / "x").exists()
