@@ -152,10 +152,10 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     n_threads = num_threads or os.cpu_count() or 1
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
-        bar = tqdm(total=sum(input_rows(j.path) or 0 for j in jobs) or None, desc="encoding",
-                   unit="row", dynamic_ncols=True)
+        bar = progress_bar(total=sum(input_rows(j.path) or 0 for j in jobs) or None,
+                           desc="encoding", unit="row")
     t0 = time.perf_counter()
     try:
         for job in jobs:
