@@ -47,8 +47,9 @@ def _given(args, *names) -> list[str]:
 
 def _sentencepiece_options(args, options) -> dict:
     """``train(..., whitespace="▁")`` keywords; options it does not take are refused."""
-    refused = _given(args, "num_merges", "end_of_word", "min_word_count", "from_counts",
-                     "max_memory", "threads")
+    refused = _given(args, "num_merges", "end_of_word", "from_counts", "max_memory", "threads")
+    if args.min_word_count != 1:
+        refused.append("--min-word-count")
     if args.pattern != "default":
         refused.append("--pattern")
     if args.min_frequency:

@@ -85,7 +85,7 @@ class LogProgress:
             from tqdm import tqdm
 
             return tqdm.format_sizeof(n, self.unit)
-        return f"{n:,} {self.unit}"
+        return f"{n:,} {self.unit}s"
 
     def line(self, final=False) -> str:
         """``desc: done[/total (p%)], rate, elapsed[, ETA]``."""
@@ -94,7 +94,7 @@ class LogProgress:
         done = self._amount(self.n)
         if self.total:
             done += f" of {self._amount(self.total)} ({100 * self.n / self.total:.0f}%)"
-        speed = self._amount(rate) if self.unit_scale else f"{rate:,.0f} {self.unit}"
+        speed = self._amount(rate) if self.unit_scale else f"{rate:,.0f} {self.unit}s"
         text = f"{self.desc}: {'done, ' if final else ''}{done}, {speed}/s"
         text += f", {_clock(elapsed)} elapsed"
         if not final and self.total and rate > 0 and self.n < self.total:
