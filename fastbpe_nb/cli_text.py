@@ -195,6 +195,17 @@ def _encode_table(tok, path, column, writer, kwargs, num_threads):
         writer.write_flat(ids, offsets, valid)
 
 
+def _group_texts(sources):
+    """``sources`` with each run of ``("text", str)`` joined into one ``("texts", [str])``."""
+    grouped = []
+    for kind, value in sources:
+        if kind == "text" and grouped and grouped[-1][0] == "texts":
+            grouped[-1][1].append(value)
+        else:
+            grouped.append(("texts", [value]) if kind == "text" else (kind, value))
+    return grouped
+
+
 def encode_to_lines(tok, args, sources=None, out=None) -> dict:
     """``fastbpe encode`` without ``-o``: see the module docstring. Returns counts."""
     out = out if out is not None else sys.stdout.buffer
@@ -204,12 +215,12 @@ def encode_to_lines(tok, args, sources=None, out=None) -> dict:
     threads = args.threads
     limit = 0.01 if args.max_invalid_utf8 is None else args.max_invalid_utf8
     writer = IdWriter(out)
-    for kind, value in sources:
+    for kind, value in _group_texts(sources):
         if kind == "file" and file_kind(value) != "text":
             _encode_table(tok, value, args.column, writer, kwargs, threads)
             continue
-        if kind == "text":
-            batches = [[value]]
+        if kind == "texts":  # consecutive text arguments: one encoder call
+            batches = [value]
         else:
             batches = _text_documents(_text_blocks(kind, value, limit), args.docs)
         for batch in batches:

@@ -23,6 +23,7 @@ import pytest
 
 import fastbpe_nb as fb
 from fastbpe_nb import cli
+from fastbpe_nb.cli_help import HelpFormatter
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent.parent / "shared" / "corpora" / "fortunes_en.txt"
@@ -214,7 +215,7 @@ def test_every_option_has_help_and_shows_its_default():
 
 
 def test_the_checker_catches_an_option_without_help():
-    p = argparse.ArgumentParser(formatter_class=cli._HelpFormatter)
+    p = argparse.ArgumentParser(formatter_class=HelpFormatter)
     p.add_argument("--x", default=3)
     assert p._get_formatter()._get_help_string(p._actions[-1]) == " (default: 3)"
     assert not p._actions[-1].help  # what the test above reports as missing
