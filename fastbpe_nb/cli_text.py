@@ -10,7 +10,8 @@ gives ``a\\nb\\n``.
 Where encode's documents come from (``encode_sources``)
     An argument naming an existing file (or folder: walked) is read: ``.jsonl`` and
     Parquet/Arrow by ``--column``, one document per row; any other file as UTF-8 text
-    (decompressed, BOM honoured, the invalid-UTF-8 policy), cut by ``--docs``. ``-`` or no
+    (decompressed, BOM honoured, the invalid-UTF-8 policy), cut by ``--docs``; a named
+    pipe (``<(zcat x.gz)``) is read as a stream, as standard input is. ``-`` or no
     argument at all reads standard input as text. Any other argument is a document; but an
     argument that looks like a path (no whitespace, and a path separator or a corpus
     suffix such as ``.txt``) and does not exist is an error, never encoded as text
@@ -20,6 +21,7 @@ Where encode's documents come from (``encode_sources``)
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 import numpy as np
@@ -45,6 +47,15 @@ def looks_like_path(arg: str) -> bool:
     return arg.lower().endswith(_CORPUS_SUFFIXES)
 
 
+def _is_pipe(path: str) -> bool:
+    """A FIFO or pipe (``<(cmd)``, ``/dev/stdin`` on a pipe): read as a stream, like stdin.
+    The corpus readers refuse them (they could block); here the user named one to read."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def encode_sources(inputs, texts):
     """``[(kind, value)]`` for encode's arguments: ``("stdin", None)``, ``("file", path)``
     or ``("text", str)``, in order (``--text`` documents after the arguments). A path-like
@@ -53,9 +64,9 @@ def encode_sources(inputs, texts):
     for arg in inputs:
         if arg == "-":
             sources.append(("stdin", None))
-        elif os.path.isdir(arg):
-            sources += [("file", f) for f in expand_paths([arg])]
-        elif os.path.lexists(arg):
+        elif _is_pipe(arg):  # process substitution, <(zcat x.gz): read as it is written
+            sources.append(("pipe", arg))
+        elif os.path.lexists(arg):  # a file, or a folder walked (hidden names skipped)
             sources += [("file", f) for f in expand_paths([arg])]
         elif looks_like_path(arg):
             raise CorpusReadError(f"no such file: {arg}; to encode this string as text, "
@@ -95,14 +106,21 @@ def _special_kwargs(special: str) -> dict:
             "disallowed_special": () if special == "text" else "all"}
 
 
-def _stdin_raw_blocks():
-    """Standard input's bytes in blocks as they arrive (a pipe is read as it is written)."""
+def _stream_raw_blocks(path=None):
+    """The bytes of standard input (or of the pipe ``path``) in blocks as they arrive."""
+    if path is not None:
+        with open(path, "rb") as stream:
+            yield from _read_blocks(stream)
+        return
     if sys.stdin is None:
         return
     if sys.stdin.isatty():
         print("fastbpe: reading the text to encode from standard input (end it with Ctrl-D)",
               file=sys.stderr)
-    stream = sys.stdin.buffer
+    yield from _read_blocks(sys.stdin.buffer)
+
+
+def _read_blocks(stream):
     read = getattr(stream, "read1", stream.read)
     while True:
         block = read(1 << 20)
@@ -137,8 +155,8 @@ def _clean_blocks(raw_blocks, name: str, max_invalid_utf8: float):
 
 def _text_blocks(kind: str, path, max_invalid_utf8: float):
     """The cleaned UTF-8 blocks of standard input or of a text file (decompressed, BOM)."""
-    if kind == "stdin":
-        return _clean_blocks(_stdin_raw_blocks(), "<stdin>", max_invalid_utf8)
+    if kind in ("stdin", "pipe"):
+        return _clean_blocks(_stream_raw_blocks(path), path or "<stdin>", max_invalid_utf8)
     from .io.file_bytes import text_blocks
     from .io.read_stats import ReadStats
     from .io.utf8_policy import Utf8Policy

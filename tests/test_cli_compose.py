@@ -75,6 +75,9 @@ def test_encode_pipe_decode_round_trips(model, tmp_path):
     assert out.returncode == 0 and out.stdout == b"hello world\n", out.stderr
     out = shell(f"FASTBPE encode --model {path} a b | FASTBPE decode --model {path}", tmp_path)
     assert out.returncode == 0 and out.stdout == b"a\nb\n", out.stderr
+    # A named pipe (process substitution) is read as a stream, like standard input.
+    out = shell(f"FASTBPE encode --model {path} <(printf 'one\\ntwo\\n') --docs lines", tmp_path)
+    assert out.returncode == 0 and out.stdout == ids_lines(tok, ["one", "two"]), out.stderr
     # By lines: empty lines are empty documents, so the text comes back byte for byte.
     text = "Привет мир\n\n  two spaces\r\nlast line without newline"
     (tmp_path / "t.txt").write_text(text, encoding="utf-8")
