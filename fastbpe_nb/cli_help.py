@@ -23,6 +23,11 @@ _CLI_WORDS = [
     (r"end_of_word is for base='chars'", "--end-of-word is for --base chars"),
     (r"use format='parquet' or drop keep_columns", "use --format parquet or drop --keep-columns"),
     (r"\bvocab_size=(\d+)", r"--vocab-size \1"),
+    (r"or pass separator=$", "or pass --separator TOKEN"),
+    (r"^separator (?=['\"\d]|id\b|must\b)", "--separator "),
+    (r"^(shard_size|concat_tokens|val_fraction):", lambda m: "--" + m.group(1).replace("_", "-")
+     + ":"),
+    (r"\bdtype uint16\b", "--dtype uint16"),
     (r"\b(vocab_size|num_merges|max_token_length|min_frequency|val_fraction|concat_tokens|"
      r"shard_size|separator|keep_columns|min_word_count|min_count|character_coverage)"
      r"(?=\s+(?:must|is|applies|needs)\b)",

@@ -42,7 +42,8 @@ def corpus_texts(paths, args, splittable: bool, lines: bool = False):
 
 def _given(args, *names) -> list[str]:
     """The options among ``names`` (dests) the user gave (not None, not False)."""
-    return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None) not in (None, False)]
+    return ["--" + n.replace("_", "-") for n in names
+            if getattr(args, n, None) not in (None, False)]
 
 
 def _sentencepiece_options(args, options) -> dict:

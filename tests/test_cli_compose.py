@@ -338,6 +338,20 @@ def test_errors_speak_cli(model, tmp_path, capsys):
                      str(tmp_path / "o"), "-q"]) == 2
     err = capsys.readouterr().err
     assert "--special allow or --special text" in err and "special='allow'" not in err
+    # encode -o option errors are ours (EncodeOptionsError), in the CLI's words: before,
+    # a model without <|endoftext|> and --format bin ended in a ValueError traceback.
+    for flags, words in ((["--format", "bin"], "or pass --separator TOKEN"),
+                         (["--format", "bin", "--separator", "nope"],
+                          "--separator 'nope' is not a registered special token"),
+                         (["--format", "nanogpt", "--separator", "5", "--shard-size", "abc"],
+                          "--shard-size: cannot read 'abc'")):
+        nosep = tmp_path / "nosep.json"
+        fb.train(["a b c"], vocab_size=260).save(nosep)
+        assert cli.main(["encode", "--model", str(nosep), str(tmp_path / "in.parquet"), "-o",
+                         str(tmp_path / "o2"), "-q", *flags]) == 2
+        assert words in capsys.readouterr().err
+    with pytest.raises(ValueError):  # still a ValueError for the library's callers
+        fb.encode_parquet(fb.load(nosep), tmp_path / "in.parquet", tmp_path / "o3", format="bin")
     assert cli.cli_message("/data/vocab_size/x.txt: vocab_size must be") == \
         "/data/vocab_size/x.txt: --vocab-size must be"
 
