@@ -57,8 +57,8 @@ def _is_pipe(path: str) -> bool:
 
 
 def encode_sources(inputs, texts):
-    """``[(kind, value)]`` for encode's arguments: ``("stdin", None)``, ``("file", path)``
-    or ``("text", str)``, in order (``--text`` documents after the arguments). A path-like
+    """``[(kind, value)]`` for encode's arguments: ``("stdin", None)``, ``("file", path)``,
+    ``("pipe", path)`` or ``("text", str)``, in order (``--text`` documents after the arguments). A path-like
     argument that does not exist raises ``CorpusReadError`` before anything is encoded."""
     sources = []
     for arg in inputs:
