@@ -246,6 +246,10 @@ def test_progress_log_lines_when_stderr_is_a_file(model, tmp_path):
     for flags in (["--progress", "-q"], []):
         out = run("train", corpus, "-o", tmp_path / "m.json", "--vocab-size", "270", *flags)
         assert b"counting" not in out.stderr and b"merging" not in out.stderr
+    out = run("count", corpus, "-o", tmp_path / "c.arrow", "--progress", "-q")
+    assert out.stderr == b""  # -q wins
+    out = run("count", corpus, "-o", tmp_path / "c.arrow", "--progress")
+    assert b"fastbpe: counting: done, 4.60kB of 4.60kB (100%)" in out.stderr
     # encode -o: a line per interval (0 s here: every update), with the rows done and a rate.
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
@@ -276,6 +280,15 @@ def test_log_progress_lines(monkeypatch):
     assert lines[2].endswith("(MBps=1.0)") and len(lines) == 3
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
     assert isinstance(progress_bar(total=3, desc="x"), LogProgress)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    bar = progress_bar(total=3, desc="x")
+    assert not isinstance(bar, LogProgress) and type(bar).__module__.startswith("tqdm")
+    bar.close()
 
 
 # ------------------------------------------------------------------ train, stats, errors
