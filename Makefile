@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# `make demo` needs the runtime dependencies only: its own stamp, without the test extra.
+DEMO_STAMP := $(VENV)/.installed-runtime
 
 .PHONY: demo test test-all test-nojit test-formats bench bench-history compare reliability fuzz clean
 
@@ -12,7 +14,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/fastbpe demo
 
 # The CI command. Two workers; Numba's cache makes the second run of a kernel free.

@@ -8,9 +8,8 @@ import os
 import sys
 import time
 
+from .cli_help import HelpFormatter, cli_message
 from .errors import FastBPEError
-
-
 from .inspect import format_trace, print_trace, visible as _visible  # noqa: F401 (re-exported)
 
 
@@ -19,22 +18,6 @@ def _pieces_line(tok, text: str) -> str:
     from .inspect import format_pieces
 
     return format_pieces(tok, text)
-
-
-def _corpus_texts(paths, args, pattern):
-    """The documents of corpus files for char-mode training, read as ``train_files`` reads
-    them (decompressed, BOM, JSONL/Parquet by --column, the invalid-UTF-8 policy). Text is
-    cut only at newlines between non-spaces, where char mode's words never cross."""
-    from .io.corpus import iter_batches
-
-    splittable = pattern == "default"  # whitespace-separated words: a newline ends one
-    for data, offsets in iter_batches(paths, args.column, on_bad_input=args.on_bad_input,
-                                      splittable=splittable,
-                                      max_invalid_utf8=0.01 if args.max_invalid_utf8 is None
-                                      else args.max_invalid_utf8):
-        raw = data.tobytes()
-        for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-            yield raw[a:b].decode("utf-8")
 
 
 def _memory(text):
@@ -60,8 +43,21 @@ def _fraction(text):
     return value
 
 
+def _count(text) -> int:
+    """An argparse ``type=``: a non-negative integer (sizes, counts, lengths)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
 def _progress(args) -> bool:
-    return not args.quiet and sys.stderr.isatty()
+    """Progress output: with --progress, or when stderr is a terminal; never with -q (a
+    bar on a terminal, else a log line every 10 s: fastbpe_nb.progress)."""
+    return not args.quiet and (getattr(args, "progress", False) or sys.stderr.isatty())
 
 
 def _prepare_output_file(path) -> int:
@@ -73,41 +69,10 @@ def _prepare_output_file(path) -> int:
     return len(remove_stale_temps(os.path.dirname(os.path.abspath(path))))
 
 
-def _word_pruning(args) -> dict:
-    if args.min_word_count != 1 and args.base == "chars":
-        raise FastBPEError("--min-word-count applies to byte-level training (train_files)")
-    return {"min_word_count": args.min_word_count} if args.min_word_count != 1 else {}
-
-
 def cmd_train(args) -> int:
-    import fastbpe_nb as fb
+    from .cli_train import cmd_train as train
 
-    removed = _prepare_output_file(args.output)
-    options = dict(vocab_size=args.vocab_size, special_tokens=args.special or (),
-                   tie_break=args.tie_break, min_frequency=args.min_frequency,
-                   max_token_length=args.max_token_length, progress=_progress(args),
-                   num_threads=args.threads, **_word_pruning(args))
-    if args.pattern != "default":
-        options["pattern"] = None if args.pattern == "none" else args.pattern
-    sources = list(args.files) + list(args.from_counts or [])
-    if args.from_counts and args.files:
-        raise FastBPEError("give either corpus files or --from-counts, not both")
-    if args.base == "chars":
-        texts = _corpus_texts(sources, args, options.get("pattern", "default"))
-        tok, report = fb.train(texts, base="chars", end_of_word=args.end_of_word,
-                               return_report=True, **options)
-    else:
-        tok, report = fb.train_files(sources, column=args.column, on_bad_input=args.on_bad_input,
-                                     max_memory=_memory(args.max_memory), return_report=True,
-                                     max_invalid_utf8=args.max_invalid_utf8, **options)
-    report["stale_temp_files_removed"] = removed
-    tok.save(args.output)
-    if args.trace:
-        print_trace(tok)
-    if not args.quiet:
-        print(json.dumps(report, indent=2))
-        print(f"wrote {args.output}: {len(tok.merges)} merges, vocab_size {tok.vocab_size}")
-    return 0
+    return train(args, _prepare_output_file, _memory, _progress(args), print_trace)
 
 
 def fb_paths(paths):
@@ -150,13 +115,22 @@ def _load(path):
 
 
 def cmd_encode(args) -> int:
-    tok = _load(args.model)
     if args.output or args.count_only:
         from .io.encode_files import encode_parquet
+        from .io.input_files import file_kind
 
         if not args.inputs:
             raise FastBPEError("no input given: name the Parquet/Arrow files, folders or globs "
                                "to encode")
+        if args.text or args.docs != "file" or args.max_invalid_utf8 is not None:
+            raise FastBPEError("--text, --docs and --max-invalid-utf8 are for printing ids "
+                               "(without -o / --count-only)")
+        for path in args.inputs:  # a text file named explicitly: say what encode does with it
+            if os.path.isfile(path) and file_kind(path) == "text":
+                raise FastBPEError(f"{path}: a text file; with -o, encode writes the ids of "
+                                   "Parquet/Arrow/JSONL tables. To print its ids (one line per "
+                                   "document, --docs), drop -o")
+        tok = _load(args.model)
         keep = [c for c in (args.keep_columns or "").split(",") if c]
         report = encode_parquet(tok, args.inputs, args.output, column=args.column,
                                 format=args.format, dtype=args.dtype, keep_columns=keep,
@@ -169,21 +143,17 @@ def cmd_encode(args) -> int:
         if not args.quiet:
             print(json.dumps(report, indent=2))
         return 0
-    text = " ".join(args.inputs) if args.inputs else sys.stdin.read()
-    ids = tok.encode(text, allowed_special="all" if args.special == "allow" else (),
-                     disallowed_special=() if args.special == "text" else "all")
-    print(" ".join(map(str, ids)))
+    from .cli_text import encode_sources, encode_to_lines
+
+    sources = encode_sources(args.inputs, args.text)  # a missing path fails before loading
+    encode_to_lines(_load(args.model), args, sources)
     return 0
 
 
 def cmd_decode(args) -> int:
-    tok = _load(args.model)
-    try:
-        ids = [int(x) for x in args.ids]
-    except ValueError as exc:
-        raise FastBPEError(f"token ids must be integers: {exc}") from None
-    sys.stdout.write(tok.decode(ids))
-    sys.stdout.write("\n")
+    from .cli_text import decode_lines
+
+    decode_lines(_load(args.model), args)
     return 0
 
 
@@ -265,7 +235,10 @@ def cmd_stats(args) -> int:
     sizes = parse_sizes(args.vocab_sizes) if args.vocab_sizes else None
     max_bytes = _parse_size(args.max_bytes)
     # Read the inputs first: a missing file fails before any training.
-    sources = [load_source(f, args.docs, max_bytes, args.column) for f in args.files]
+    from .cli_train import stats_files
+
+    sources = [load_source(f, args.docs, max_bytes, args.column)
+               for f in stats_files(args.files)]
     if args.model:
         tok = _load(args.model)
     else:
@@ -322,13 +295,26 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
     from .validation import check_dropout, check_seed
 
-    p = argparse.ArgumentParser(prog="fastbpe", description="Byte-pair-encoding tokenizers on Numba kernels.")
+    p = argparse.ArgumentParser(prog="fastbpe", formatter_class=HelpFormatter,
+                                description="Byte-pair-encoding tokenizers on Numba kernels.")
+    p.add_argument("--version", action="version", version=f"fastbpe_nb {__version__}",
+                   help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="train on this Python's standard library and show what was learned")
-    d.add_argument("--vocab-size", type=int, default=4096)
+    def command(name, **kwargs):
+        return sub.add_parser(name, formatter_class=HelpFormatter, **kwargs)
+
+    def progress_option(cmd, what="show progress"):
+        cmd.add_argument("--progress", action="store_true",
+                         help=f"{what} even when stderr is not a terminal: a bar on a terminal, "
+                         "else a log line every 10 s (FASTBPE_PROGRESS_SECONDS) with phase, "
+                         "done/total, rate and ETA (default: a bar when stderr is a terminal)")
+
+    d = command("demo", help="train on this Python's standard library and show what was learned")
+    d.add_argument("--vocab-size", type=int, default=4096, help="vocabulary to train")
     d.add_argument("--max-mb", type=float, default=8.0, help="megabytes of stdlib sources to train on")
     d.add_argument("--held-out-mb", type=float, default=1.0,
                    help="megabytes of further stdlib sources to measure on (not trained on)")
@@ -352,29 +338,58 @@ def build_parser() -> argparse.ArgumentParser:
                          "sequence read as U+FFFD (default 0.01; 1 accepts any file)")
         cmd.add_argument("--threads", type=_threads_type(),
                          help="threads for counting (default: all cores)")
+        progress_option(cmd)
         cmd.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no report")
 
-    t = sub.add_parser("train", help="train a tokenizer on corpus files (text, Parquet, Arrow)")
+    t = command("train", help="train a tokenizer on corpus files (text, Parquet, Arrow)")
     t.add_argument("files", nargs="*", help="files, globs or folders")
-    t.add_argument("-o", "--output", required=True)
+    t.add_argument("-o", "--output", required=True, help="the model file to write")
     t.add_argument("--from-counts", nargs="+", metavar="COUNTS", help="train from counts files "
                    "written by `fastbpe count` (several: shards, merged exactly)")
-    t.add_argument("--vocab-size", type=int, default=32768)
-    t.add_argument("--pattern", default="default", help="gpt2, cl100k, o200k, a regex, or none")
-    t.add_argument("--tie-break", default="ids", choices=["ids", "hf", "first", "bytes"])
-    t.add_argument("--base", default="bytes", choices=["bytes", "chars"])
-    t.add_argument("--end-of-word")
-    t.add_argument("--min-frequency", type=int, default=0)
-    t.add_argument("--min-word-count", type=int, default=1, help="drop words counted fewer "
+    t.add_argument("--vocab-size", type=_count, help="the vocabulary size to reach (default: "
+                   "32768 unless --num-merges is given)")
+    t.add_argument("--num-merges", type=_count, metavar="N", help="stop after N merges "
+                   "(instead of, or as well as, --vocab-size)")
+    t.add_argument("--pattern", default="default", help="gpt2, cl100k, o200k, a regex, or none "
+                   "(default: gpt2 with --base bytes, whitespace-separated words with chars)")
+    t.add_argument("--normalization", choices=["none", "NFC", "NFKC"],
+                   help="Unicode normalization of the training text, stored in the model and "
+                   "applied when encoding (default: none)")
+    t.add_argument("--tie-break", default="ids", choices=["ids", "hf", "first", "bytes"],
+                   help="how pairs of equal count are ordered (docs/architecture.md)")
+    t.add_argument("--base", choices=["bytes", "chars"],
+                   help="byte-level BPE, or classic char-level BPE (default: bytes; chars "
+                   "with --whitespace)")
+    t.add_argument("--end-of-word", help="--base chars: a marker appended to every word, "
+                   "e.g. </w>")
+    t.add_argument("--min-frequency", type=_count, default=0,
+                   help="stop when the best pair occurs fewer times than this")
+    t.add_argument("--min-word-count", type=_count, default=1, help="drop words counted fewer "
                    "times before merging (reported; less memory on a large corpus)")
-    t.add_argument("--max-token-length", type=int)
+    t.add_argument("--max-token-length", type=_count,
+                   help="never make a token longer than this many bytes (chars) "
+                   "(default: no limit; 16 with --whitespace)")
+    t.add_argument("--whitespace", choices=["\u2581"], help="\u2581: SentencePiece-style BPE "
+                   "(each line a sentence, visible whitespace, byte fallback, digit splitting)")
+    bool_flag = argparse.BooleanOptionalAction
+    t.add_argument("--byte-fallback", action=bool_flag, help="with --whitespace: 256 byte "
+                   "pieces for characters outside the vocabulary (default: on)")
+    t.add_argument("--split-digits", action=bool_flag,
+                   help="with --whitespace: every digit its own piece (default: on)")
+    t.add_argument("--character-coverage", type=float, metavar="FRACTION",
+                   help="with --whitespace: share of characters kept in the alphabet, the "
+                   "rarest left to byte fallback (default: 1.0)")
+    t.add_argument("--add-dummy-prefix", action=bool_flag,
+                   help="with --whitespace: a \u2581 before each sentence (default: on)")
+    t.add_argument("--remove-extra-whitespaces", action=bool_flag,
+                   help="with --whitespace: strip and collapse runs of spaces (default: on)")
     t.add_argument("--trace", action="store_true", help="print every merge learned")
     corpus_options(t)
     t.set_defaults(func=cmd_train)
 
-    c = sub.add_parser("count", help="count the pre-tokens of a corpus into an Arrow counts file")
+    c = command("count", help="count the pre-tokens of a corpus into an Arrow counts file")
     c.add_argument("files", nargs="+", help="files, globs or folders")
-    c.add_argument("-o", "--output", required=True)
+    c.add_argument("-o", "--output", required=True, help="the counts file to write (.arrow)")
     c.add_argument("--pattern", default="gpt2", help="gpt2, cl100k, o200k, a regex, or none")
     c.add_argument("--merge", action="store_true", help="FILES are counts files (shards): "
                    "merge them exactly into one (counts summed, rows sorted by word bytes)")
@@ -383,21 +398,33 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_options(c)
     c.set_defaults(func=cmd_count)
 
-    e = sub.add_parser("encode", help="encode Parquet/Arrow files (with -o) or a text to ids",
-                       description="With -o (or --count-only): the inputs are Parquet/Arrow "
-                       "files, globs or folders, encoded to an output folder. Without: the "
-                       "inputs are text (or stdin) and the ids are printed.")
-    e.add_argument("--model", required=True)
-    e.add_argument("inputs", nargs="*")
+    e = command("encode", help="encode texts, text/JSONL/Parquet/Arrow files or stdin to ids",
+                description="Without -o: print one line of space-separated ids per document. "
+                "INPUTS: an existing file is read (.txt and other text, also .gz/.bz2/.xz/.zst, "
+                "cut by --docs; .jsonl, Parquet, Arrow: one document per row of --column); '-' "
+                "or no INPUTS reads standard input (as text, cut by --docs); any other argument "
+                "is a document. A missing path-like argument is an error (--text forces text). "
+                "With -o (or --count-only): the INPUTS are Parquet/Arrow/JSONL files, globs "
+                "or folders, encoded to an output folder.")
+    e.add_argument("--model", required=True, help="the model file (any format fastbpe loads)")
+    e.add_argument("inputs", nargs="*", help="files, '-' (stdin) or texts (default: stdin)")
+    e.add_argument("--text", action="append", metavar="TEXT", help="a document given as "
+                   "text even if it looks like a path (repeatable; after INPUTS)")
+    e.add_argument("--docs", default="file", choices=["file", "lines", "paragraphs"],
+                   help="without -o, text files and stdin: one document per input, per line "
+                   "(an empty line an empty document), or per blank-line-separated paragraph")
+    e.add_argument("--max-invalid-utf8", type=_fraction, metavar="FRACTION",
+                   help="without -o: share of invalid UTF-8 bytes a text input may hold, each "
+                   "read as U+FFFD (default 0.01)")
     e.add_argument("-o", "--output", help="output folder: one output per input file, at the "
                    "input's path relative to the inputs' common folder")
-    e.add_argument("--column", default="text")
+    e.add_argument("--column", default="text", help="text column of Parquet/Arrow/JSONL inputs")
     e.add_argument("--format", default="parquet",
                    choices=["parquet", "bin", "megatron", "datatrove", "nanogpt", "llmc", "mds",
                             "litdata"],
-                   help="parquet: an ids column; bin: .bin + .idx.npy; megatron, datatrove, "
-                   "nanogpt, llmc, mds (MosaicML streaming), litdata: the token files of those "
-                   "training stacks")
+                   help="with -o: parquet: an ids column; bin: .bin + .idx.npy; megatron, "
+                   "datatrove, nanogpt, llmc, mds (MosaicML streaming), litdata: the token "
+                   "files of those training stacks")
     e.add_argument("--separator", help="flat formats: token after each document (llmc: before)")
     e.add_argument("--bos", help="training-stack formats: a token before each document")
     e.add_argument("--shard-size", help="training-stack formats: bytes per id file, e.g. 1G")
@@ -406,7 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=0, help="seed of the --val-fraction split")
     e.add_argument("--concat-tokens", type=int, help="mds: samples of exactly N tokens cut "
                    "from the stream of documents (llm-foundry's --concat_tokens)")
-    e.add_argument("--dtype", choices=["int32", "uint16", "uint32"])
+    e.add_argument("--dtype", choices=["int32", "uint16", "uint32"], help="with -o: the id "
+                   "type (default: int32 for parquet, else uint16 when the vocabulary fits)")
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")
     e.add_argument("--special", default="error", choices=["error", "allow", "text"],
                    help="a special token in the text: error (default), its id, or plain text")
@@ -415,20 +443,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "model and options (the others are encoded again)")
     e.add_argument("--count-only", action="store_true", help="count tokens, write nothing")
     e.add_argument("--threads", type=_threads_type(), help="threads (default: all cores)")
-    e.add_argument("-q", "--quiet", action="store_true")
+    progress_option(e)
+    e.add_argument("-q", "--quiet", action="store_true", help="no progress, no report")
     e.set_defaults(func=cmd_encode)
 
-    de = sub.add_parser("decode", help="decode ids to text")
-    de.add_argument("--model", required=True)
-    de.add_argument("ids", nargs="+")
+    de = command("decode", help="decode ids to text (arguments, or stdin: one document a line)",
+                 description="With IDS: decode them as one document. Without: read standard "
+                 "input, one document per line of whitespace-separated ids (an empty line is "
+                 "an empty document), as `fastbpe encode` prints them. Each document's bytes "
+                 "are written, then a newline unless the document ends with one.")
+    de.add_argument("--model", required=True, help="the model file (any format fastbpe loads)")
+    de.add_argument("ids", nargs="*", help="token ids of one document (default: read stdin)")
     de.set_defaults(func=cmd_decode)
 
-    i = sub.add_parser(
+    i = command(
         "inspect", help="pieces of texts, the merge trace, how a token is built",
         description="Show what a model learned: the pieces and ids of TEXTS, the merge "
         "trace (--merges), the construction tree of a token (--token ID or --piece TEXT) "
         "and a table of words and their tokens (--words / --words-file).")
-    i.add_argument("--model", required=True)
+    i.add_argument("--model", required=True, help="the model file (any format fastbpe loads)")
     i.add_argument("texts", nargs="*", help="texts to cut into pieces")
     i.add_argument("--merges", action="store_true", help="print the merge trace")
     i.add_argument("--limit", type=int, help="with --merges: only the first N merges")
@@ -446,14 +479,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed for --dropout")
     i.set_defaults(func=cmd_inspect)
 
-    s = sub.add_parser(
+    s = command(
         "stats", help="cost per file or language: bytes/token, tokens/char, tokens/word",
         description="Measure a tokenizer on FILES (text, Parquet, Arrow): characters, bytes, "
         "words, tokens, bytes/token, tokens/char, tokens/word, the tokens/char ratio to the "
         "first file (the multilingual tax), document lengths in tokens (mean, p50, p90, p99, "
         "max) and the id dtype. Without --model a tokenizer is trained first (on --train "
         "files, else on the standard-library sources) to the largest of --vocab-sizes.")
-    s.add_argument("files", nargs="*", help="files to measure (the first is the tax reference)")
+    s.add_argument("files", nargs="*", help="files, folders or globs to measure (the first "
+                   "file is the tax reference)")
     s.add_argument("--tokens", metavar="PATH", help="instead: tokens, documents, length "
                    "percentiles and top ids of the token files under PATH (any encode format)")
     s.add_argument("--model", help="the model to measure")
@@ -472,18 +506,35 @@ def build_parser() -> argparse.ArgumentParser:
                    "lines, or the whole file")
     s.add_argument("--max-bytes", help="read only the first N bytes of each file (e.g. 1M)")
     s.add_argument("--column", default="text", help="text column of Parquet/Arrow files")
-    s.add_argument("--format", default="markdown", choices=["markdown", "csv", "json"])
-    s.add_argument("-q", "--quiet", action="store_true")
+    s.add_argument("--format", default="markdown", choices=["markdown", "csv", "json"],
+                   help="how the table is printed")
+    progress_option(s, "show training progress")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress, no training note")
     s.set_defaults(func=cmd_stats)
     return p
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of our stdout went away (``| head``): exit 0 without a traceback. As the
+    Python docs advise, point stdout at devnull so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except (FastBPEError, OSError) as exc:
-        print(f"fastbpe: error: {exc}", file=sys.stderr)
+        print(f"fastbpe: error: {cli_message(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fastbpe: interrupted", file=sys.stderr)

@@ -69,11 +69,11 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         shared[PROG_BUDGET] = max(1, int(max_memory) - in_use - KERNEL_SLACK_BYTES)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import progress_bar
 
         total = min(max_merges, max_ids - len(base_bytes))
-        bar = tqdm(total=total if total < UNLIMITED // 2 else None, desc="merging",
-                   unit="merge", dynamic_ncols=True)
+        bar = progress_bar(total=total if total < UNLIMITED // 2 else None, desc="merging",
+                           unit="merge")
 
     def show_progress():
         if bar is not None:

@@ -390,10 +390,10 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     files = expand_paths(paths, on_bad_input, stats.ignored, stats.skipped_files)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .progress import progress_bar
 
         total = sum(os.path.getsize(f) for f in files)
-        bar = tqdm(total=total, desc="counting", unit="B", unit_scale=True, dynamic_ncols=True)
+        bar = progress_bar(total=total, desc="counting", unit="B", unit_scale=True)
     try:
         batches = iter_batches(files, column, stats, splittable=pretokenize.uses_scanner(pattern),
                                on_bad_input=on_bad_input, chunk_bytes=chunk_bytes,

@@ -178,10 +178,10 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     n_threads = num_threads or os.cpu_count() or 1
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
-        bar = tqdm(total=sum(input_rows(j.path) or 0 for j in jobs) or None, desc="encoding",
-                   unit="row", dynamic_ncols=True)
+        bar = progress_bar(total=sum(input_rows(j.path) or 0 for j in jobs) or None,
+                           desc="encoding", unit="row")
     t0 = time.perf_counter()
     try:
         for job in jobs:
@@ -222,9 +222,9 @@ def _id_dtype(tok, fmt, dtype):
     if dtype is None:
         dtype = "int32" if fmt == "parquet" else ("uint16" if tok.vocab_size <= 65536 else "uint32")
     if dtype not in ("int32", "uint16", "uint32"):
-        raise ValueError(f"dtype must be int32, uint16 or uint32, not {dtype!r}")
+        raise EncodeOptionsError(f"dtype must be int32, uint16 or uint32, not {dtype!r}")
     if dtype == "uint16" and tok.vocab_size > 65536:
-        raise ValueError(f"dtype uint16 cannot hold {tok.vocab_size} ids; use uint32")
+        raise EncodeOptionsError(f"dtype uint16 cannot hold {tok.vocab_size} ids; use uint32")
     return np.dtype(dtype)
 
 
@@ -252,20 +252,21 @@ def _separator_id(tok, separator):
     if separator is None:
         default = next((s for s in ("<|endoftext|>", "</s>") if s in names), None)
         if default is None:
-            raise ValueError("bin output needs a separator token: register <|endoftext|> or "
-                             "pass separator=")
+            raise EncodeOptionsError("bin output needs a separator token: register "
+                                     "<|endoftext|> or pass separator=")
         return names[default]
     if isinstance(separator, str) and separator not in names and separator.isdigit():
         separator = int(separator)  # an id given as text (the command line)
     if isinstance(separator, str):
         if separator not in names:
-            raise ValueError(f"separator {separator!r} is not a registered special token")
+            raise EncodeOptionsError(f"separator {separator!r} is not a registered special "
+                                     "token")
         return names[separator]
     if isinstance(separator, (bool, np.bool_)) or not isinstance(separator, (int, np.integer)):
-        raise ValueError(f"separator must be a special token's text or an int id, not "
-                         f"{separator!r}")
+        raise EncodeOptionsError(f"separator must be a special token's text or an int id, "
+                                 f"not {separator!r}")
     if not 0 <= int(separator) < tok.vocab_size or tok.vocab[int(separator)] is None:
-        raise ValueError(f"separator id {separator} is not in the vocabulary"
-                         + (" (an unused id between the special tokens)"
-                            if 0 <= int(separator) < tok.vocab_size else ""))
+        raise EncodeOptionsError(f"separator id {separator} is not in the vocabulary"
+                                 + (" (an unused id between the special tokens)"
+                                    if 0 <= int(separator) < tok.vocab_size else ""))
     return int(separator)
