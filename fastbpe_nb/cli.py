@@ -139,7 +139,8 @@ def cmd_encode(args) -> int:
                                 num_threads=args.threads, separator=args.separator,
                                 bos=args.bos, shard_size=args.shard_size,
                                 val_fraction=args.val_fraction, seed=args.seed,
-                                concat_tokens=args.concat_tokens)
+                                concat_tokens=args.concat_tokens, ids_column=args.ids_column,
+                                token_count_column=args.token_count_column)
         if not args.quiet:
             print(json.dumps(report, indent=2))
         return 0
@@ -425,14 +426,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with -o: parquet: an ids column; bin: .bin + .idx.npy; megatron, "
                    "datatrove, nanogpt, llmc, mds (MosaicML streaming), litdata: the token "
                    "files of those training stacks")
-    e.add_argument("--separator", help="flat formats: token after each document (llmc: before)")
-    e.add_argument("--bos", help="training-stack formats: a token before each document")
+    e.add_argument("--separator", help="flat formats: token after each document (llmc: "
+                   "before; default the model's eos); parquet: appended to each row if given")
+    e.add_argument("--bos", help="training-stack formats and parquet: a token before each "
+                   "document")
     e.add_argument("--shard-size", help="training-stack formats: bytes per id file, e.g. 1G")
     e.add_argument("--val-fraction", type=float, default=0.0, help="share of documents in "
                    "the val split (training-stack formats)")
     e.add_argument("--seed", type=int, default=0, help="seed of the --val-fraction split")
     e.add_argument("--concat-tokens", type=int, help="mds: samples of exactly N tokens cut "
                    "from the stream of documents (llm-foundry's --concat_tokens)")
+    e.add_argument("--ids-column", default="ids", help="parquet: the ids column's name "
+                   "(e.g. input_ids)")
+    e.add_argument("--token-count-column", help="parquet: also a column of each row's token "
+                   "count, by this name")
     e.add_argument("--dtype", choices=["int32", "uint16", "uint32"], help="with -o: the id "
                    "type (default: int32 for parquet, else uint16 when the vocabulary fits)")
     e.add_argument("--keep-columns", help="comma-separated input columns to carry along")

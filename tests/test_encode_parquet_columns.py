@@ -78,3 +78,17 @@ def test_bad_column_options_are_refused_before_any_output(tok, src, tmp_path, kw
     with pytest.raises(EncodeOptionsError, match=message):
         fb.encode_parquet(tok, str(src), str(tmp_path / "x"), special="text", **kwargs)
     assert not (tmp_path / "x").exists()
+
+
+def test_the_command_line_names_the_columns(tok, src, tmp_path):
+    from fastbpe_nb.cli import main
+
+    model = tmp_path / "tok.json"
+    tok.save(model)
+    assert main(["encode", "--model", str(model), str(src), "-o", str(tmp_path / "c"),
+                 "--ids-column", "input_ids", "--token-count-column", "n", "--bos", "<s>",
+                 "--separator", "</s>", "--special", "text", "-q"]) == 0
+    table = pq.read_table(tmp_path / "c" / "data.parquet")
+    assert table.column_names == ["input_ids", "n"]
+    assert table.column("input_ids").to_pylist()[0] == (
+        [tok.bos_token_id] + tok.encode("hello world") + [tok.eos_token_id])
