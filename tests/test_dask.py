@@ -142,6 +142,35 @@ def test_merge_is_order_free_and_shards_are_exact(corpus):
         core.train_from_count_tables(no_order, 300, tie_break="first")
 
 
+def test_merge_exact_when_words_share_a_hash(corpus, monkeypatch):
+    """Two different words with one hash take the exact slow path (here every word
+    collides): the merge still equals one process's table."""
+    reference = count_files(corpus)[0].table()
+    tables = [core.count_file(f, i)[0] for i, f in enumerate(corpus)]
+    monkeypatch.setattr(core, "word_hashes",
+                        lambda words: np.zeros(len(words), np.uint64))
+    _same_table(core.ordered(core.merge_count_tables(tables[::-1])), reference)
+
+
+def test_word_hashes_are_stable():
+    """The shard of a word must not depend on the process (PYTHONHASHSEED, machine): these
+    values are FNV-1a 64 + splitmix64 of the bytes, fixed once for all."""
+    def spec(word: bytes) -> int:
+        mask, h = 2**64 - 1, 14695981039346656037
+        for byte in word:
+            h = ((h ^ byte) * 1099511628211) & mask
+        h ^= h >> 30
+        h = (h * 0xBF58476D1CE4E5B9) & mask
+        h ^= h >> 27
+        h = (h * 0x94D049BB133111EB) & mask
+        return h ^ (h >> 31)
+
+    words = [b"a", b"hello", b" world", "déjà".encode(), bytes(range(256))]
+    got = core.word_hashes(pa.array(words, pa.large_binary())).tolist()
+    assert got == [spec(w) for w in words]
+    assert got[0] == 198367012849983736  # pinned: a changed hash moves words between shards
+
+
 @pytest.mark.parametrize("tie_break", ["ids", "hf", "first", "bytes"])
 def test_models_identical_to_train_files(client, corpus, tie_break):
     want = fb.train_files(corpus, 420, tie_break=tie_break, special_tokens=["<|endoftext|>"])

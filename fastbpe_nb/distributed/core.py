@@ -15,8 +15,8 @@ batch the counter's table is already in first-occurrence order. So ``ordered`` g
 one-process table byte for byte, and ``tie_break="first"`` trains the same model.
 
 ``merge_count_tables`` sums counts exactly (int64) and keeps the smallest
-``(first_key, first_piece)`` per word; its rows are sorted by the words' bytes, so the
-result is the same whatever the order of its inputs. ``partition_counts`` cuts a table into
+``(first_key, first_piece)`` per word; its rows come in a fixed order (by a stable hash
+of the words), so the result is the same whatever the order of its inputs. ``partition_counts`` cuts a table into
 shards by a stable hash of the words' bytes (the same word lands in the same shard on every
 machine), so that shard i of every batch can be reduced on its own and the reduced shards
 concatenated.
@@ -142,12 +142,21 @@ def _same_meta(tables):
     return metas[0]
 
 
+def _concat(tables, names, meta, ordered_all):
+    import pyarrow as pa
+
+    schema = _schema(meta["pattern"], meta["special_tokens"], ordered_all)
+    return pa.concat_tables([t.select(names).cast(schema) for t in tables])
+
+
 def merge_count_tables(tables):
     """Merge counts tables exactly: counts summed per word (int64), the smallest
-    ``(first_key, first_piece)`` kept, rows sorted by the words' bytes.
+    ``(first_key, first_piece)`` kept.
 
-    The result does not depend on the order of ``tables``. Order columns are kept only if
-    every table has them (a table without order cannot say where its words came first).
+    The rows come out in a fixed order (by a stable hash of the words' bytes, see
+    ``word_hashes``; ``ordered`` gives the final order), the same whatever the order of
+    ``tables``. Order columns are kept only if every table has them (a table without
+    order cannot say where its words came first).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -156,64 +165,59 @@ def merge_count_tables(tables):
     if not tables:
         raise ValueError("merge_count_tables needs at least one table")
     meta = _same_meta(tables)
-    ordered = all(has_order(t) for t in tables)
-    names = ["word", "count"] + (list(ORDER_COLUMNS) if ordered else [])
-    big = pa.concat_tables([t.select(names).cast(_schema(meta["pattern"], meta["special_tokens"],
-                                                         ordered)) for t in tables])
+    ordered_all = all(has_order(t) for t in tables)
+    names = ["word", "count"] + (list(ORDER_COLUMNS) if ordered_all else [])
+    big = _concat(tables, names, meta, ordered_all)
     counts = big.column("count").to_numpy()
     # Exactness: int64 sums cannot overflow while the total stays below 2**62.
     if len(counts) and float(counts.sum(dtype=np.float64)) >= 2.0**62:
         raise ModelFormatError("the counts add up to 2**62 or more, beyond exact int64 sums",
                                "<tables>", "count")
-    keys = [("word", "ascending")] + [(c, "ascending") for c in names[2:]]
-    order = pc.sort_indices(big, sort_keys=keys)
-    big = big.take(order)
-    words = big.column("word").combine_chunks()
-    new = np.ones(len(words), dtype=bool)
-    if len(words) > 1:
-        new[1:] = ~pc.equal(words[1:], words[:-1]).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(new)
-    counts = big.column("count").to_numpy()
-    summed = np.add.reduceat(counts, starts) if len(starts) else counts[:0]
-    # Rows of one word are sorted by (first_key, first_piece): its first row holds the minimum.
+    all_words = big.column("word").combine_chunks()
+    hashes = word_hashes(all_words)
+    # Rows by (hash, first_key, first_piece): a word's rows are adjacent (unless two words
+    # share a hash, checked below) with its earliest occurrence first. Sorting integers is
+    # several times faster than sorting the words' bytes.
+    order = np.lexsort([big.column(c).to_numpy() for c in reversed(names[2:])] + [hashes])
+    words = all_words.take(pa.array(order))
+    same = np.zeros(len(order), dtype=bool)
+    if len(order) > 1:
+        same_word = pc.equal(words[1:], words[:-1]).to_numpy(zero_copy_only=False)
+        sorted_hashes = hashes[order]
+        if (~same_word & (sorted_hashes[1:] == sorted_hashes[:-1])).any():
+            # Two different words with one hash (about never): sort by the bytes too.
+            order = pc.sort_indices(big, sort_keys=[("word", "ascending")] + [
+                (c, "ascending") for c in names[2:]]).to_numpy()
+            words = all_words.take(pa.array(order))
+            same_word = pc.equal(words[1:], words[:-1]).to_numpy(zero_copy_only=False)
+        same[1:] = same_word
+    starts = np.flatnonzero(~same)
+    summed = np.add.reduceat(counts[order], starts) if len(starts) else counts[:0]
+    firsts = pa.array(order[starts])
     columns = [words.take(pa.array(starts)), pa.array(summed.astype(np.int64))]
     for name in names[2:]:
-        columns.append(big.column(name).take(pa.array(starts)).combine_chunks())
+        columns.append(big.column(name).take(firsts).combine_chunks())
     return pa.Table.from_arrays(columns, schema=big.schema)
 
 
-def word_hashes(table) -> np.ndarray:
-    """A stable 64-bit hash of each word's bytes (uint64; the same on every machine).
-
-    FNV-style polynomial over the bytes in wrapping uint64 arithmetic, then a
-    splitmix64 finalizer: NumPy's uint64 arithmetic is defined (it wraps), so the value
-    depends only on the bytes, not on the process, Python's hash seed or the platform.
-    """
+def word_hashes(words) -> np.ndarray:
+    """A stable 64-bit hash of each word's bytes (``kernels.partition.word_hashes``: the
+    same on every machine and in every process). ``words``: a large_binary array or a
+    counts table."""
+    from ..io.arrow_text import check_offsets
     from ..io.counts_file import _word_parts
+    from ..kernels.partition import word_hashes as kernel
+    from ..parallel import call_kernel
 
-    words = table.column("word").combine_chunks()
+    if hasattr(words, "schema"):
+        words = words.column("word")
+    if hasattr(words, "combine_chunks"):
+        words = words.combine_chunks()
+    check_offsets(words, "column 'word'")  # before the kernel reads the buffers
     data, offsets, start = _word_parts(words)
-    n = len(offsets) - 1
-    if n <= 0:
+    if len(offsets) <= 1:
         return np.zeros(0, np.uint64)
-    data = data[start : start + int(offsets[-1])]
-    lengths = np.diff(offsets)
-    pos = np.arange(len(data), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
-    max_len = int(lengths.max()) if n else 0
-    with np.errstate(over="ignore"):
-        powers = np.cumprod(np.full(max(max_len, 1), 0x100000001B3, np.uint64), dtype=np.uint64)
-        terms = (data.astype(np.uint64) + np.uint64(1)) * powers[pos]
-        h = np.zeros(n, np.uint64)
-        nonempty = lengths > 0
-        if len(terms):
-            h[nonempty] = np.add.reduceat(terms, offsets[:-1][nonempty])
-        h ^= lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        h ^= h >> np.uint64(30)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(27)
-        h *= np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
-    return h
+    return call_kernel(kernel, data[start:start + int(offsets[-1])], offsets)
 
 
 def partition_counts(table, n_partitions: int) -> list:
@@ -246,15 +250,11 @@ def ordered(table):
 
 def combine_partitions(tables):
     """Join reduced shards (disjoint words) into one table in its final order (``ordered``)."""
-    import pyarrow as pa
-
     tables = list(tables)
     meta = _same_meta(tables)
     ordered_all = all(has_order(t) for t in tables)
     names = ["word", "count"] + (list(ORDER_COLUMNS) if ordered_all else [])
-    schema = _schema(meta["pattern"], meta["special_tokens"], ordered_all)
-    joined = pa.concat_tables([t.select(names).cast(schema) for t in tables])
-    return ordered(joined).combine_chunks()
+    return ordered(_concat(tables, names, meta, ordered_all)).combine_chunks()
 
 
 def table_arrays(table):
