@@ -322,6 +322,7 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .distributed.cli_flags import add_cluster_flag
     from .validation import check_dropout, check_seed
 
     p = argparse.ArgumentParser(prog="fastbpe", description="Byte-pair-encoding tokenizers on Numba kernels.")
@@ -371,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--trace", action="store_true", help="print every merge learned")
     corpus_options(t)
     t.set_defaults(func=cmd_train)
+    add_cluster_flag(t, "train")
 
     c = sub.add_parser("count", help="count the pre-tokens of a corpus into an Arrow counts file")
     c.add_argument("files", nargs="+", help="files, globs or folders")
@@ -382,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "fewer times in total (the number dropped is reported)")
     corpus_options(c)
     c.set_defaults(func=cmd_count)
+    add_cluster_flag(c, "count")
 
     e = sub.add_parser("encode", help="encode Parquet/Arrow files (with -o) or a text to ids",
                        description="With -o (or --count-only): the inputs are Parquet/Arrow "
@@ -417,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--threads", type=_threads_type(), help="threads (default: all cores)")
     e.add_argument("-q", "--quiet", action="store_true")
     e.set_defaults(func=cmd_encode)
+    add_cluster_flag(e, "encode")
 
     de = sub.add_parser("decode", help="decode ids to text")
     de.add_argument("--model", required=True)

@@ -273,3 +273,42 @@ def test_sigkill_worker_during_encode_files(client, corpus, tokenizers, tmp_path
     client.wait_for_workers(2, timeout=CALL_TIMEOUT)  # the nanny restarted it
     assert pids[victim] not in client.run(os.getpid).values()  # it did die mid-job
     print("stale temporary files removed by the retry:", report["stale_temp_files_removed"])
+
+
+def test_cli_dask_flag_same_outputs(client, corpus, tokenizers, tmp_path):
+    """``fastbpe count|train|encode --dask ADDRESS`` writes the files the commands write
+    without it (the counts file, the model file, the encoded folder), byte for byte."""
+    from fastbpe_nb.cli import main
+
+    address = client.scheduler.address
+    tok_path = tmp_path / "tok.json"
+    tokenizers["bytes"].save(tok_path)
+    runs = {
+        "count": lambda out, *flag: ["count", *corpus, "-o", str(out), "-q", *flag],
+        "train": lambda out, *flag: ["train", *corpus, "-o", str(out), "--vocab-size", "400",
+                                     "--tie-break", "first", "-q", *flag],
+        "encode": lambda out, *flag: ["encode", "--model", str(tok_path), *corpus, "-o",
+                                      str(out), "--format", "bin", "--special", "text", "-q",
+                                      *flag],
+    }
+    for name, argv in runs.items():
+        one, dask = tmp_path / f"{name}-one", tmp_path / f"{name}-dask"
+        if name != "encode":
+            one, dask = one.with_suffix(".arrow" if name == "count" else ".json"), \
+                dask.with_suffix(".arrow" if name == "count" else ".json")
+        assert main(argv(one)) == 0
+        assert _timed(main, argv(dask, "--dask", address)) == 0
+        if name == "encode":
+            assert _tree(dask) == _tree(one)
+        else:
+            assert dask.read_bytes() == one.read_bytes(), name
+
+
+def test_cli_dask_flag_refusals(capsys, corpus, tmp_path):
+    from fastbpe_nb.cli import main
+
+    assert main(["count", *corpus, "-o", str(tmp_path / "c.arrow"), "--dask", "local:x"]) == 2
+    assert "local:N" in capsys.readouterr().err
+    assert main(["train", *corpus, "-o", str(tmp_path / "t.json"), "--max-memory", "1G",
+                 "--dask", "local:1"]) == 2
+    assert "--max-memory is not supported with --dask" in capsys.readouterr().err

@@ -241,7 +241,9 @@ def ship_tokenizer(client, tok, num_threads) -> str:
 def _worker_tokenizer(key):
     tok = _WORKER_TOKENIZERS.get(key)
     if tok is None:
-        raise RuntimeError(f"tokenizer {key[:16]} is not installed on this worker (it is "
+        from ..errors import ClusterError
+
+        raise ClusterError(f"tokenizer {key[:16]} is not installed on this worker (it is "
                            "shipped by ship_tokenizer's TokenizerPlugin)")
     return tok
 
@@ -255,7 +257,7 @@ def _encode_file_task(key, path, output, options):
 def output_folders(inputs, output, format):
     """``[(input, folder)]``: the folder to give ``encode_parquet`` for each input alone so
     that its output lands where one ``encode_parquet(inputs, output)`` call puts it."""
-    from ..errors import EncodeOptionsError
+    from ..errors import ClusterError
     from ..io.encode_files import FORMATS
     from ..io.encode_plan import check_not_over_inputs, plan_jobs
 
@@ -270,7 +272,7 @@ def output_folders(inputs, output, format):
         if format not in ("parquet", "bin") and os.path.dirname(rel):
             # Training-stack formats name shards and draw the validation split from the
             # path relative to the output folder: one file alone would see another one.
-            raise EncodeOptionsError(
+            raise ClusterError(
                 f"format={format!r} on a cluster needs the inputs in one folder ({job.path} "
                 f"is encoded to the subfolder {os.path.dirname(rel)!r}); use 'parquet' or "
                 "'bin', or encode each folder into its own output")
@@ -362,7 +364,9 @@ def open_client(spec: str, local_directory=None):
     if spec.startswith("local:") or spec == "local":
         n = spec.partition(":")[2] or str(os.cpu_count() or 1)
         if not n.isdigit() or int(n) < 1:
-            raise ValueError(f"--dask local:N needs a number of workers >= 1, not {n!r}")
+            from ..errors import ClusterError
+
+            raise ClusterError(f"--dask local:N needs a number of workers >= 1, not {n!r}")
         cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
                                host="127.0.0.1", dashboard_address=None,
                                local_directory=local_directory)
