@@ -15,8 +15,8 @@ batch the counter's table is already in first-occurrence order. So ``ordered`` g
 one-process table byte for byte, and ``tie_break="first"`` trains the same model.
 
 ``merge_count_tables`` sums counts exactly (int64) and keeps the smallest
-``(first_key, first_piece)`` per word; its rows come in a fixed order (by a stable hash
-of the words), so the result is the same whatever the order of its inputs. ``partition_counts`` cuts a table into
+``(first_key, first_piece)`` per word; its rows come in ``ordered``'s order, so the
+result is the same whatever the order of its inputs. ``partition_counts`` cuts a table into
 shards by a stable hash of the words' bytes (the same word lands in the same shard on every
 machine), so that shard i of every batch can be reduced on its own and the reduced shards
 concatenated.
@@ -25,6 +25,7 @@ concatenated.
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 
@@ -115,19 +116,36 @@ def count_batch(tok_or_pattern, texts, order_key=None, *, special_tokens=None,
 
 def count_file(path, order_key=None, *, column="text", pattern="gpt2", special_tokens=(),
                num_threads=None, **read_options):
-    """Count one corpus file exactly as ``fastbpe count`` reads it: ``(table, stats dict)``.
+    """Count one corpus file, or a list of consecutive ones (one contiguous part of the
+    corpus), exactly as ``fastbpe count`` reads them: ``(table, stats dict)``.
 
     ``read_options`` are ``training.count_files``' (on_bad_input, max_invalid_utf8,
     chunk_bytes, max_chunk_bytes).
     """
     from ..training import count_files
 
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
     pattern, specials = resolve_counting(pattern, special_tokens)
-    counter, stats = count_files([path], column, pattern=pattern, special_tokens=specials,
+    counter, stats = count_files(paths, column, pattern=pattern, special_tokens=specials,
                                  num_threads=num_threads, **read_options)
     report = stats.as_dict()
     report["pre_tokens"] = counter.n_pieces
     return make_table(*counter.table(), pattern, specials, order_key), report
+
+
+def file_groups(files, n_groups: int) -> list:
+    """``files`` (in corpus order) cut into at most ``n_groups`` runs of consecutive files
+    of about equal total size: one counting task each. A run is a contiguous part of the
+    corpus, so one key per run orders the words as well as one key per file does, and
+    counting a run in one table merges its files' common words before any shuffle."""
+    if n_groups >= len(files):
+        return [[f] for f in files]
+    sizes = np.array([max(1, os.path.getsize(f)) for f in files], dtype=np.float64)
+    ends = np.cumsum(sizes)
+    targets = ends[-1] * np.arange(1, n_groups) / n_groups
+    cuts = np.unique(np.clip(np.searchsorted(ends, targets) + 1, 1, len(files) - 1))
+    bounds = [0, *cuts.tolist(), len(files)]
+    return [list(files[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 def _same_meta(tables):
@@ -153,13 +171,18 @@ def merge_count_tables(tables):
     """Merge counts tables exactly: counts summed per word (int64), the smallest
     ``(first_key, first_piece)`` kept.
 
-    The rows come out in a fixed order (by a stable hash of the words' bytes, see
-    ``word_hashes``; ``ordered`` gives the final order), the same whatever the order of
-    ``tables``. Order columns are kept only if every table has them (a table without
-    order cannot say where its words came first).
+    The rows come out in ``ordered``'s order (first occurrence with order columns, else
+    the words' bytes), the same whatever the order of ``tables``. Order columns are kept
+    only if every table has them (a table without order cannot say where its words came
+    first). One linear pass (``kernels.partition.merge_words``), then a sort of the
+    distinct words only.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    from ..io.counts_file import _word_parts
+    from ..kernels.partition import merge_words
+    from ..parallel import call_kernel
 
     tables = list(tables)
     if not tables:
@@ -168,35 +191,32 @@ def merge_count_tables(tables):
     ordered_all = all(has_order(t) for t in tables)
     names = ["word", "count"] + (list(ORDER_COLUMNS) if ordered_all else [])
     big = _concat(tables, names, meta, ordered_all)
-    counts = big.column("count").to_numpy()
+    counts = np.ascontiguousarray(big.column("count").to_numpy(), np.int64)
     # Exactness: int64 sums cannot overflow while the total stays below 2**62.
     if len(counts) and float(counts.sum(dtype=np.float64)) >= 2.0**62:
         raise ModelFormatError("the counts add up to 2**62 or more, beyond exact int64 sums",
                                "<tables>", "count")
-    all_words = big.column("word").combine_chunks()
-    hashes = word_hashes(all_words)
-    # Rows by (hash, first_key, first_piece): a word's rows are adjacent (unless two words
-    # share a hash, checked below) with its earliest occurrence first. Sorting integers is
-    # several times faster than sorting the words' bytes.
-    order = np.lexsort([big.column(c).to_numpy() for c in reversed(names[2:])] + [hashes])
-    words = all_words.take(pa.array(order))
-    same = np.zeros(len(order), dtype=bool)
-    if len(order) > 1:
-        same_word = pc.equal(words[1:], words[:-1]).to_numpy(zero_copy_only=False)
-        sorted_hashes = hashes[order]
-        if (~same_word & (sorted_hashes[1:] == sorted_hashes[:-1])).any():
-            # Two different words with one hash (about never): sort by the bytes too.
-            order = pc.sort_indices(big, sort_keys=[("word", "ascending")] + [
-                (c, "ascending") for c in names[2:]]).to_numpy()
-            words = all_words.take(pa.array(order))
-            same_word = pc.equal(words[1:], words[:-1]).to_numpy(zero_copy_only=False)
-        same[1:] = same_word
-    starts = np.flatnonzero(~same)
-    summed = np.add.reduceat(counts[order], starts) if len(starts) else counts[:0]
-    firsts = pa.array(order[starts])
-    columns = [words.take(pa.array(starts)), pa.array(summed.astype(np.int64))]
-    for name in names[2:]:
-        columns.append(big.column(name).take(firsts).combine_chunks())
+    words = big.column("word").combine_chunks()
+    hashes = word_hashes(words)  # checks the offsets, before the kernel reads them
+    data, offsets, start = _word_parts(words)
+    if len(counts) and (counts <= 0).any():
+        raise ModelFormatError("a count is not positive", "<tables>", "count")
+    if ordered_all:
+        keys, pieces = (np.ascontiguousarray(big.column(c).to_numpy(), np.int64)
+                        for c in ORDER_COLUMNS)
+    else:
+        keys = pieces = np.zeros(len(counts), np.int64)
+    used = data[start:start + (int(offsets[-1]) if len(offsets) else 0)]
+    rows, total, key, piece = call_kernel(merge_words, used, offsets, hashes, counts, keys,
+                                          pieces)
+    unique = words.take(pa.array(rows))
+    if ordered_all:  # distinct words have distinct (key, piece): a total order
+        order = np.lexsort((piece, key))
+    else:
+        order = pc.sort_indices(unique).to_numpy()
+    columns = [unique.take(pa.array(order)), pa.array(total[order])]
+    if ordered_all:
+        columns += [pa.array(key[order]), pa.array(piece[order])]
     return pa.Table.from_arrays(columns, schema=big.schema)
 
 

@@ -119,8 +119,8 @@ def _is_dataframe(data) -> bool:
 
 
 def count_words(data, column="text", *, client=None, pattern="gpt2", special_tokens=(),
-                num_threads=None, n_partitions=None, output=None, progress=False,
-                return_report=False, **read_options):
+                num_threads=None, n_partitions=None, n_tasks=None, output=None,
+                progress=False, return_report=False, **read_options):
     """Count the pre-tokens of files or of a Dask dataframe on the cluster.
 
     Parameters
@@ -134,6 +134,9 @@ def count_words(data, column="text", *, client=None, pattern="gpt2", special_tok
         Numba threads per task (default: ``task_threads``).
     n_partitions : int, optional
         Hash shards of the reduction (default: the number of workers).
+    n_tasks : int, optional
+        Files: counting tasks, each a run of consecutive files of about equal size
+        (default: 4 per worker thread; fewer, bigger tasks merge less, more balance better).
     output : path, optional
         Also write the counts file (byte for byte ``fastbpe count``'s for the same files).
     read_options : on_bad_input, max_invalid_utf8, chunk_bytes, max_chunk_bytes (files).
@@ -149,8 +152,11 @@ def count_words(data, column="text", *, client=None, pattern="gpt2", special_tok
     client = _client(client)
     pattern, specials = core.resolve_counting(pattern, special_tokens)
     num_threads = check_num_threads(num_threads) or task_threads(client)
+    workers = client.scheduler_info()["workers"]
     if n_partitions is None:
-        n_partitions = max(1, len(client.scheduler_info()["workers"]))
+        n_partitions = max(1, len(workers))
+    if n_tasks is None:
+        n_tasks = 4 * max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
     client.run(_warm_counting, pattern, specials, num_threads)
     if _is_dataframe(data):
         import dask
@@ -167,14 +173,14 @@ def count_words(data, column="text", *, client=None, pattern="gpt2", special_tok
         options = dict(read_options, column=column, pattern=pattern, special_tokens=specials,
                        num_threads=num_threads)
         # pure=False: a file counted again (it may have changed) is a new task.
-        results = [client.submit(_count_file_task, path, i, n_partitions, options, pure=False)
-                   for i, path in enumerate(files)]
+        results = [client.submit(_count_file_task, group, i, n_partitions, options, pure=False)
+                   for i, group in enumerate(core.file_groups(files, n_tasks))]
     _bar(results, progress, "counting")
     if not results:
         from ..errors import CorpusReadError
 
         raise CorpusReadError(f"no input to count in {data!r}")
-    reduced = [client.submit(_merge_shard, [client.submit(_pick, r, i, pure=False) for r in results])
+    reduced = [_tree_reduce(client, [client.submit(_pick, r, i, pure=False) for r in results])
                for i in range(n_partitions)]
     reports = client.gather([client.submit(_report_of, r) for r in results])
     table = core.combine_partitions(client.gather(reduced))
@@ -189,6 +195,15 @@ def count_words(data, column="text", *, client=None, pattern="gpt2", special_tok
 
 def _merge_shard(shards):
     return core.merge_count_tables(shards)
+
+
+def _tree_reduce(client, futures, fan_in=8):
+    """Merge shard tables in a tree of ``fan_in``-way merges: merging starts while other
+    files are still counted, near the data (Dask runs a task where its inputs are)."""
+    while len(futures) > 1:
+        futures = [client.submit(_merge_shard, futures[i:i + fan_in], pure=False)
+                   for i in range(0, len(futures), fan_in)]
+    return futures[0]
 
 
 def train(data, vocab_size=None, *, column="text", client=None, min_word_count=1,
