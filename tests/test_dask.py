@@ -105,6 +105,23 @@ def test_counts_file_equals_fastbpe_count(client, corpus, tmp_path, n_partitions
     assert report["documents"] == stats.documents and report["files"] == len(corpus)
 
 
+def test_bad_file_skipped_and_reported(client, corpus, tmp_path):
+    """``on_bad_input="skip"``: the unreadable file is reported as skipped, as by one
+    process, and the counts of the others are exact; with "error" the task's
+    CorpusReadError reaches the caller, naming the file."""
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1 this is not parquet")
+    files = corpus[:2] + [str(bad)] + corpus[2:]
+    counter, stats = count_files(files, on_bad_input="skip")
+    table, report = _timed(de.count_words, files, client=client, on_bad_input="skip",
+                           n_tasks=3, return_report=True)
+    assert [f["path"] for f in report["files_skipped"]] == [p for p, _ in stats.skipped_files]
+    assert [f["path"] for f in report["files_skipped"]] == [str(bad)]
+    _same_table(table, counter.table())
+    with pytest.raises(fb.CorpusReadError, match="bad.parquet"):
+        _timed(de.count_words, files, client=client)
+
+
 @pytest.mark.parametrize("blocks", ["row_groups", "files", 3])
 def test_dataframe_counts_equal_one_process(client, corpus, blocks):
     """A Dask dataframe in different block sizes (a row group, a file, a few files per

@@ -47,8 +47,7 @@ def _client(client):
 def task_threads(client) -> int:
     """Numba threads per task: a host's cores divided among the worker threads on it (at
     least 1), the smallest over the hosts, so that the tasks do not oversubscribe a node."""
-    workers = client.scheduler_info(n_workers=-1)["workers"] if _takes_n_workers(client) \
-        else client.scheduler_info()["workers"]
+    workers = _workers(client)
     cores = client.run(os.cpu_count)
     per_host, host_cores = {}, {}
     for address, info in workers.items():
@@ -60,13 +59,16 @@ def task_threads(client) -> int:
     return max(1, min(host_cores[h] // per_host[h] for h in per_host))
 
 
-def _takes_n_workers(client) -> bool:
+def _workers(client) -> dict:
+    """Every worker's info (recent ``scheduler_info`` lists only 5 unless asked for all)."""
     import inspect
 
     try:
-        return "n_workers" in inspect.signature(client.scheduler_info).parameters
+        takes = "n_workers" in inspect.signature(client.scheduler_info).parameters
     except (TypeError, ValueError):
-        return False
+        takes = False
+    info = client.scheduler_info(n_workers=-1) if takes else client.scheduler_info()
+    return info["workers"]
 
 
 def _warm_counting(pattern, special_tokens, num_threads):
@@ -152,7 +154,7 @@ def count_words(data, column="text", *, client=None, pattern="gpt2", special_tok
     client = _client(client)
     pattern, specials = core.resolve_counting(pattern, special_tokens)
     num_threads = check_num_threads(num_threads) or task_threads(client)
-    workers = client.scheduler_info()["workers"]
+    workers = _workers(client)
     if n_partitions is None:
         n_partitions = max(1, len(workers))
     if n_tasks is None:
@@ -166,9 +168,9 @@ def count_words(data, column="text", *, client=None, pattern="gpt2", special_tok
         task = dask.delayed(_count_frame_task, pure=True)
         results = client.compute([task(p, i, None, n_partitions, pattern, specials, num_threads)
                                   for i, p in enumerate(parts)])
-        ignored = []
+        ignored = skipped = []
     else:
-        ignored, skipped = [], []
+        ignored, skipped = [], []  # found while listing: reported, never dropped silently
         files = expand_paths(data, read_options.get("on_bad_input", "error"), ignored, skipped)
         options = dict(read_options, column=column, pattern=pattern, special_tokens=specials,
                        num_threads=num_threads)
@@ -185,8 +187,8 @@ def count_words(data, column="text", *, client=None, pattern="gpt2", special_tok
     reports = client.gather([client.submit(_report_of, r) for r in results])
     table = core.combine_partitions(client.gather(reduced))
     report = core.sum_read_reports(reports)
-    if ignored:
-        report.setdefault("files_ignored", []).extend({"path": p, "reason": r} for p, r in ignored)
+    for key, listed in (("files_ignored", ignored), ("files_skipped", skipped)):
+        report[key] = [{"path": p, "reason": r} for p, r in listed] + report.get(key, [])
     report.update(unique_words=table.num_rows, tasks=len(results), n_partitions=n_partitions)
     if output is not None:
         core.write_counts(table, output)
@@ -308,6 +310,11 @@ def encode_files(tok, inputs, output, *, format="parquet", resume=True, client=N
     from ..io.atomic import check_writable
     from ..validation import check_num_threads
 
+    from ..errors import ClusterError
+
+    if options.get("count_only"):
+        raise ClusterError("encode_files writes outputs: count_only is not supported on a "
+                           "cluster")
     client = _client(client)
     num_threads = check_num_threads(num_threads) or task_threads(client)
     pairs, ignored = output_folders(inputs, output, format)
