@@ -159,6 +159,33 @@ def test_merge_is_order_free_and_shards_are_exact(corpus):
         core.train_from_count_tables(no_order, 300, tie_break="first")
 
 
+def test_count_batch_and_counts_files(corpus, tmp_path):
+    """``count_batch`` over record batches keyed by their index is the one-process table;
+    a table without order is written as merged counts (``order: "bytes"``), which
+    ``train_files`` refuses for ``first``, and ``read_counts`` gives a key only to a file
+    in corpus order."""
+    table = pa.concat_tables(pq.read_table(f) for f in corpus)
+    reference = count_files(corpus)[0].table()
+    batches = table.to_batches(max_chunksize=97)
+    tables = [core.count_batch("gpt2", b, i) for i, b in enumerate(batches)]
+    _same_table(core.merge_count_tables(tables[::-1]), reference)
+    texts = table.column("text").to_pylist()
+    assert core.table_arrays(core.count_batch("gpt2", [t for t in texts if t is not None]))[2] \
+        .sum() == reference[2].sum()
+    count_to_file(corpus, tmp_path / "one.arrow")
+    _same_table(core.read_counts(tmp_path / "one.arrow", 0), reference)
+    unordered = core.merge_count_tables([t.drop_columns(list(core.ORDER_COLUMNS))
+                                         for t in tables])
+    core.write_counts(unordered, tmp_path / "merged.arrow")
+    with pytest.raises(fb.TrainingError, match="first"):
+        fb.train_files([tmp_path / "merged.arrow"], 300, tie_break="first")
+    with pytest.raises(fb.ModelFormatError, match="order"):
+        core.read_counts(tmp_path / "merged.arrow", 0)
+    a = fb.train_files([tmp_path / "merged.arrow"], 300, tie_break="bytes")
+    b = core.train_from_count_tables(unordered, 300, tie_break="bytes")
+    assert model_to_json(a) == model_to_json(b)
+
+
 def test_merge_exact_when_words_share_a_hash(corpus, monkeypatch):
     """Different words with one hash are told apart by their bytes: with an 8-bit hash
     (thousands of collisions) the merge still equals one process's table."""

@@ -98,17 +98,25 @@ def resolve_counting(tok_or_pattern, special_tokens=None):
     return pattern, list(dict.fromkeys(special_tokens or ()))
 
 
-def count_batch(tok_or_pattern, texts, order_key=None, *, special_tokens=None,
+def count_batch(tok_or_pattern, texts, order_key=None, *, column="text", special_tokens=None,
                 num_threads=None):
     """Count one batch of documents into a counts table.
 
-    ``texts``: a pyarrow string array (or chunked array; nulls are empty documents) or a
-    list of str. ``tok_or_pattern``: a Tokenizer (its pattern and special tokens) or a
-    pattern. ``order_key``: the batch's place in the corpus (see the module docstring);
-    without it the table has no order columns (fine for every tie rule but ``first``).
+    ``texts``: a pyarrow string array (or chunked array; nulls are empty documents), a
+    RecordBatch or Table (its ``column``), or a list of str. ``tok_or_pattern``: a
+    Tokenizer (its pattern and special tokens) or a pattern. ``order_key``: the batch's
+    place in the corpus (see the module docstring); without it the table has no order
+    columns (fine for every tie rule but ``first``).
     """
     from ..word_table import count_corpus
 
+    if hasattr(texts, "schema") and hasattr(texts, "column"):
+        if column not in texts.schema.names:
+            from ..errors import CorpusReadError
+
+            raise CorpusReadError(f"the batch has no column {column!r} (columns: "
+                                  f"{texts.schema.names})")
+        texts = texts.column(column)
     pattern, specials = resolve_counting(tok_or_pattern, special_tokens)
     counter = count_corpus(texts, pattern, specials, num_threads)
     return make_table(*counter.table(), pattern, specials, order_key)
