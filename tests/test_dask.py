@@ -66,10 +66,23 @@ def corpus(tmp_path_factory):
     return files
 
 
+def _warm_kernels_here(tokenizers):
+    """Compile (or load) the kernels in this process first: the workers then load them
+    from the on-disk cache instead of compiling them all at once on a cold cache."""
+    texts = pa.array(["Warm up: déjà vu 42 times.", None, ""])
+    tables = [core.count_batch("gpt2", texts, i) for i in range(2)]
+    core.combine_partitions([core.merge_count_tables(p) for p in
+                             zip(*(core.partition_counts(t, 2) for t in tables))])
+    for tok in tokenizers.values():
+        tok.encode_batch(texts, num_threads=1, disallowed_special=())
+        tok.encode_batch(texts, num_threads=2, disallowed_special=())
+
+
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def client(tmp_path_factory, tokenizers):
     from distributed import Client, LocalCluster
 
+    _warm_kernels_here(tokenizers)
     scratch = tmp_path_factory.mktemp("dask_scratch")
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                            dashboard_address=None, local_directory=str(scratch))
