@@ -297,6 +297,7 @@ def cmd_demo(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .distributed.cli_flags import add_cluster_flag
     from .validation import check_dropout, check_seed
 
     p = argparse.ArgumentParser(prog="fastbpe", formatter_class=HelpFormatter,
@@ -387,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--trace", action="store_true", help="print every merge learned")
     corpus_options(t)
     t.set_defaults(func=cmd_train)
+    add_cluster_flag(t, "train")
 
     c = command("count", help="count the pre-tokens of a corpus into an Arrow counts file")
     c.add_argument("files", nargs="+", help="files, globs or folders")
@@ -398,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "fewer times in total (the number dropped is reported)")
     corpus_options(c)
     c.set_defaults(func=cmd_count)
+    add_cluster_flag(c, "count")
 
     e = command("encode", help="encode texts, text/JSONL/Parquet/Arrow files or stdin to ids",
                 description="Without -o: print one line of space-separated ids per document. "
@@ -453,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     progress_option(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress, no report")
     e.set_defaults(func=cmd_encode)
+    add_cluster_flag(e, "encode")
 
     de = command("decode", help="decode ids to text (arguments, or stdin: one document a line)",
                  description="With IDS: decode them as one document. Without: read standard "

@@ -120,6 +120,11 @@ class EncodeOptionsError(FastBPEError, ValueError):
     output, an output inside an input, a kept column that cannot be kept."""
 
 
+class ClusterError(FastBPEError, ValueError):
+    """A cluster option that cannot be used: a malformed ``--dask`` value, an option the
+    cluster path does not support (fastbpe_nb.distributed)."""
+
+
 class PatternError(FastBPEError, ValueError):
     """A pre-tokenization pattern is an invalid regex or an unknown pattern name."""
 

@@ -1,0 +1,396 @@
+"""The Dask adapter: counting, training and encoding on a ``dask.distributed`` cluster.
+
+A thin layer over ``core`` (which decides every result): this module lists the inputs on
+the client, ships one task per input file (or dataframe partition) to the workers, and
+gathers the counts tables. Results equal one process byte for byte:
+
+* ``count_words(paths_or_ddf)``: one counting task per file (``core.count_file``, the reader
+  ``fastbpe count`` uses) or per dataframe partition (``core.count_batch``), keyed by its
+  place in the listing; each task's table is cut into hash shards, shard i of every task is
+  merged by reduction task i, and the client joins the shards in first-occurrence order.
+* ``train``: the same counting, then ``core.train_from_count_tables`` on the client.
+* ``encode_files``: one task per input file calling ``encode_parquet`` on that file into the
+  folder where one ``encode_parquet`` over all inputs puts its output (same files, atomic
+  writes, resume, stale temporary files of killed workers removed by the retry).
+* ``encode_dataframe``: an ids column (``list<int32>``, nulls kept) per partition.
+
+The tokenizer reaches each worker once, in a worker plugin (also on workers that join or
+restart later), which warms the kernels there before any task runs; counting warms them
+with ``client.run``. Tasks get ``num_threads`` explicitly: by default the cores of a host
+divided among the worker threads on it. ``dask`` and ``distributed`` are imported only
+here (the ``fastbpe_nb[dask]`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from . import core
+
+#: Tokenizers installed on this worker process by ``TokenizerPlugin``, by model SHA-256.
+_WORKER_TOKENIZERS: dict = {}
+#: A few documents for warming the kernels on a worker (every scanner path sees a letter,
+#: a digit, a space, punctuation and a non-ASCII character).
+_WARM_TEXTS = ["Hello, world! 123 déjà vu\n", "the quick brown fox\tjumps 4 times", ""]
+
+
+def _client(client):
+    if client is not None:
+        return client
+    from distributed import get_client
+
+    return get_client()  # the current default client; ValueError if there is none
+
+
+def task_threads(client) -> int:
+    """Numba threads per task: a host's cores divided among the worker threads on it (at
+    least 1), the smallest over the hosts, so that the tasks do not oversubscribe a node."""
+    workers = _workers(client)
+    cores = client.run(os.cpu_count)
+    per_host, host_cores = {}, {}
+    for address, info in workers.items():
+        host = info.get("host", address)
+        per_host[host] = per_host.get(host, 0) + int(info.get("nthreads", 1))
+        host_cores[host] = int(cores.get(address) or 1)
+    if not per_host:
+        return 1
+    return max(1, min(host_cores[h] // per_host[h] for h in per_host))
+
+
+def _workers(client) -> dict:
+    """Every worker's info (recent ``scheduler_info`` lists only 5 unless asked for all)."""
+    import inspect
+
+    try:
+        takes = "n_workers" in inspect.signature(client.scheduler_info).parameters
+    except (TypeError, ValueError):
+        takes = False
+    info = client.scheduler_info(n_workers=-1) if takes else client.scheduler_info()
+    return info["workers"]
+
+
+def _warm_counting(pattern, special_tokens, num_threads):
+    """Run on each worker: count a few documents (compiles or loads the kernels once)."""
+    import pyarrow as pa
+
+    core.count_batch(pattern, pa.array(_WARM_TEXTS), 0, special_tokens=special_tokens,
+                     num_threads=num_threads)
+    return True
+
+
+def _bar(futures, progress, desc):
+    """Wait for ``futures`` with a tqdm bar when ``progress`` (per finished task)."""
+    if not progress:
+        return
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(futures), desc=desc, unit="task", dynamic_ncols=True) as bar:
+        for _ in as_completed(futures):
+            bar.update(1)
+
+
+def _count_file_task(path, key, n_partitions, options):
+    table, report = core.count_file(path, key, **options)
+    return core.partition_counts(table, n_partitions), report
+
+
+def _count_frame_task(frame, key, column, n_partitions, pattern, special_tokens, num_threads):
+    import pyarrow as pa
+
+    texts = pa.array(frame[column] if column is not None else frame, from_pandas=True)
+    table = core.count_batch(pattern, texts, key, special_tokens=special_tokens,
+                             num_threads=num_threads)
+    return core.partition_counts(table, n_partitions), {"documents": len(texts) - texts.null_count,
+                                                        "null_rows_skipped": texts.null_count}
+
+
+def _pick(result, i):
+    return result[0][i]
+
+
+def _report_of(result):
+    return result[1]
+
+
+def _is_dataframe(data) -> bool:
+    module = type(data).__module__ or ""
+    return module.startswith("dask") and hasattr(data, "to_delayed")
+
+
+def count_words(data, column="text", *, client=None, pattern="gpt2", special_tokens=(),
+                num_threads=None, n_partitions=None, n_tasks=None, output=None,
+                progress=False, return_report=False, **read_options):
+    """Count the pre-tokens of files or of a Dask dataframe on the cluster.
+
+    Parameters
+    ----------
+    data : paths (files, globs, folders; read on the workers: shared storage) or a
+        ``dask.dataframe`` DataFrame/Series (``column`` names its text column)
+    client : distributed.Client, optional
+        Default: the current client.
+    pattern, special_tokens : as ``fastbpe count``
+    num_threads : int, optional
+        Numba threads per task (default: ``task_threads``).
+    n_partitions : int, optional
+        Hash shards of the reduction (default: the number of workers).
+    n_tasks : int, optional
+        Files: counting tasks, each a run of consecutive files of about equal size
+        (default: 4 per worker thread; fewer, bigger tasks merge less, more balance better).
+    output : path, optional
+        Also write the counts file (byte for byte ``fastbpe count``'s for the same files).
+    read_options : on_bad_input, max_invalid_utf8, chunk_bytes, max_chunk_bytes (files).
+
+    Returns
+    -------
+    pa.Table (or ``(table, report)``)
+        The counts table in first-occurrence order, with its order columns.
+    """
+    from ..io.input_files import expand_paths
+    from ..validation import check_num_threads
+
+    client = _client(client)
+    pattern, specials = core.resolve_counting(pattern, special_tokens)
+    num_threads = check_num_threads(num_threads) or task_threads(client)
+    workers = _workers(client)
+    if n_partitions is None:
+        n_partitions = max(1, len(workers))
+    if n_tasks is None:
+        n_tasks = 4 * max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    client.run(_warm_counting, pattern, specials, num_threads)
+    if _is_dataframe(data):
+        import dask
+
+        series = data[column] if hasattr(data, "columns") else data
+        parts = series.to_delayed()
+        task = dask.delayed(_count_frame_task, pure=True)
+        results = client.compute([task(p, i, None, n_partitions, pattern, specials, num_threads)
+                                  for i, p in enumerate(parts)])
+        ignored = skipped = []
+    else:
+        ignored, skipped = [], []  # found while listing: reported, never dropped silently
+        files = expand_paths(data, read_options.get("on_bad_input", "error"), ignored, skipped)
+        options = dict(read_options, column=column, pattern=pattern, special_tokens=specials,
+                       num_threads=num_threads)
+        # pure=False: a file counted again (it may have changed) is a new task.
+        results = [client.submit(_count_file_task, group, i, n_partitions, options, pure=False)
+                   for i, group in enumerate(core.file_groups(files, n_tasks))]
+    _bar(results, progress, "counting")
+    if not results:
+        from ..errors import CorpusReadError
+
+        raise CorpusReadError(f"no input to count in {data!r}")
+    reduced = [_tree_reduce(client, [client.submit(_pick, r, i, pure=False) for r in results])
+               for i in range(n_partitions)]
+    reports = client.gather([client.submit(_report_of, r) for r in results])
+    table = core.combine_partitions(client.gather(reduced))
+    report = core.sum_read_reports(reports)
+    for key, listed in (("files_ignored", ignored), ("files_skipped", skipped)):
+        report[key] = [{"path": p, "reason": r} for p, r in listed] + report.get(key, [])
+    report.update(unique_words=table.num_rows, tasks=len(results), n_partitions=n_partitions)
+    if output is not None:
+        core.write_counts(table, output)
+    return (table, report) if return_report else table
+
+
+def _merge_shard(shards):
+    return core.merge_count_tables(shards)
+
+
+def _tree_reduce(client, futures, fan_in=8):
+    """Merge shard tables in a tree of ``fan_in``-way merges: merging starts while other
+    files are still counted, near the data (Dask runs a task where its inputs are)."""
+    while len(futures) > 1:
+        futures = [client.submit(_merge_shard, futures[i:i + fan_in], pure=False)
+                   for i in range(0, len(futures), fan_in)]
+    return futures[0]
+
+
+def train(data, vocab_size=None, *, column="text", client=None, min_word_count=1,
+          counts_output=None, n_partitions=None, return_report=False, num_threads=None,
+          progress=False, read_options=None, **options):
+    """Train on the cluster: a model byte-identical to ``fb.train_files`` on the same files
+    (every tie rule). Counting runs on the workers (``count_words``), the merge loop on the
+    client. ``options`` are ``train_files``'; ``read_options`` go to the file readers."""
+    opts = core.check_train_options(vocab_size, num_threads=num_threads, progress=progress,
+                                    **options)  # before any work
+    table, report = count_words(data, column, client=client, pattern=opts.pattern,
+                                special_tokens=opts.special_tokens, num_threads=num_threads,
+                                n_partitions=n_partitions, output=counts_output,
+                                progress=progress, return_report=True, **(read_options or {}))
+    tok, train_report = core.train_from_count_tables(
+        table, vocab_size, min_word_count=min_word_count, return_report=True, progress=progress,
+        num_threads=num_threads, **options)
+    report.update(train_report)
+    return (tok, report) if return_report else tok
+
+
+class TokenizerPlugin(WorkerPlugin):
+    """A worker plugin holding one tokenizer: each worker unpickles it once (workers that
+    join or restart later too) and warms its encode kernels before running tasks."""
+
+    def __init__(self, tok, key, num_threads):
+        self.tok, self.key, self.num_threads = tok, key, num_threads
+        self.name = f"fastbpe-tokenizer-{key[:16]}"
+
+    def setup(self, worker=None):
+        _WORKER_TOKENIZERS[self.key] = self.tok
+        import pyarrow as pa
+
+        # Compiles (or loads from the cache) the encode kernels now, not mid-job.
+        self.tok.encode_batch(pa.array(_WARM_TEXTS), num_threads=self.num_threads)
+
+    def teardown(self, worker=None):
+        _WORKER_TOKENIZERS.pop(self.key, None)
+
+
+def ship_tokenizer(client, tok, num_threads) -> str:
+    """Install ``tok`` on every worker (once) and return its key for the tasks."""
+    from ..io.encode_identity import model_sha256
+
+    key = model_sha256(tok)
+    client.register_plugin(TokenizerPlugin(tok, key, num_threads))
+    return key
+
+
+def _worker_tokenizer(key):
+    tok = _WORKER_TOKENIZERS.get(key)
+    if tok is None:
+        from ..errors import ClusterError
+
+        raise ClusterError(f"tokenizer {key[:16]} is not installed on this worker (it is "
+                           "shipped by ship_tokenizer's TokenizerPlugin)")
+    return tok
+
+
+def _encode_file_task(key, path, output, options):
+    from ..io.encode_files import encode_parquet
+
+    return encode_parquet(_worker_tokenizer(key), [path], output, **options)
+
+
+def output_folders(inputs, output, format):
+    """``[(input, folder)]``: the folder to give ``encode_parquet`` for each input alone so
+    that its output lands where one ``encode_parquet(inputs, output)`` call puts it."""
+    from ..errors import ClusterError
+    from ..io.encode_files import FORMATS
+    from ..io.encode_plan import check_not_over_inputs, plan_jobs
+
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
+    jobs, ignored, specs = plan_jobs(inputs, output, format)
+    check_not_over_inputs(jobs, specs, os.fspath(output))
+    pairs = []
+    for job in jobs:
+        rel = os.path.relpath(job.outs[0], output)
+        folder = os.path.join(os.fspath(output), os.path.dirname(rel))
+        if format not in ("parquet", "bin") and os.path.dirname(rel):
+            # Training-stack formats name shards and draw the validation split from the
+            # path relative to the output folder: one file alone would see another one.
+            raise ClusterError(
+                f"format={format!r} on a cluster needs the inputs in one folder ({job.path} "
+                f"is encoded to the subfolder {os.path.dirname(rel)!r}); use 'parquet' or "
+                "'bin', or encode each folder into its own output")
+        pairs.append((job.path, folder))
+    return pairs, ignored
+
+
+def encode_files(tok, inputs, output, *, format="parquet", resume=True, client=None,
+                 num_threads=None, progress=False, **options):
+    """Encode Parquet/Arrow files on the cluster, one task per input file.
+
+    Each task runs ``encode_parquet`` on its file, so the outputs, their atomic writes and
+    ``resume`` are ``fastbpe encode``'s; they land at the same paths as one
+    ``encode_parquet(tok, inputs, output)`` call (``output_folders``). A worker killed
+    mid-file is retried by Dask; the retry removes the dead writer's temporary file.
+    Returns the report of ``encode_parquet``, summed over the files (in input order).
+    """
+    from ..io.atomic import check_writable
+    from ..validation import check_num_threads
+
+    from ..errors import ClusterError
+
+    if options.get("count_only"):
+        raise ClusterError("encode_files writes outputs: count_only is not supported on a "
+                           "cluster")
+    client = _client(client)
+    num_threads = check_num_threads(num_threads) or task_threads(client)
+    pairs, ignored = output_folders(inputs, output, format)
+    check_writable(os.fspath(output), create=True)
+    key = ship_tokenizer(client, tok, num_threads)
+    options = dict(options, format=format, resume=resume, num_threads=num_threads)
+    futures = [client.submit(_encode_file_task, key, path, folder, options, pure=False)
+               for path, folder in pairs]
+    _bar(futures, progress, "encoding")
+    reports = client.gather(futures)
+    return _sum_encode_reports(reports, ignored)
+
+
+def _sum_encode_reports(reports, ignored) -> dict:
+    total = {"files": [], "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
+             "skipped_complete": [], "reencoded": [], "ignored_files": list(ignored),
+             "stale_temp_files_removed": 0, "encoder_calls": 0, "seconds": 0.0}
+    for rep in reports:
+        for k in ("files", "skipped_complete", "reencoded"):
+            total[k].extend(rep[k])
+        for k in ("rows", "null_rows", "tokens", "bytes", "encoder_calls",
+                  "stale_temp_files_removed", "seconds"):
+            total[k] += rep[k]
+    total["task_seconds"] = total.pop("seconds")
+    return total
+
+
+def _encode_frame_task(series, key, num_threads, allowed, disallowed):
+    import pandas as pd
+    import pyarrow as pa
+
+    texts = pa.array(series, from_pandas=True, type=None)
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)
+            or pa.types.is_null(texts.type)):
+        texts = texts.cast(pa.large_string())
+    ids = _worker_tokenizer(key).encode_batch(texts, num_threads=num_threads,
+                                              allowed_special=allowed,
+                                              disallowed_special=disallowed)
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    return pd.Series(pd.arrays.ArrowExtensionArray(ids), index=series.index, name="ids")
+
+
+def encode_dataframe(data, tok, column="text", *, client=None, num_threads=None,
+                     allowed_special=(), disallowed_special="all"):
+    """The ids of a Dask dataframe's text column: a Dask Series named ``ids`` of
+    ``list<int32>`` (pyarrow dtype), row-aligned with ``data`` (same index), nulls kept."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from ..validation import check_num_threads
+
+    client = _client(client)
+    num_threads = check_num_threads(num_threads) or task_threads(client)
+    tok.special_sets(allowed_special, disallowed_special)  # a bad spec fails here, not later
+    key = ship_tokenizer(client, tok, num_threads)
+    series = data[column] if hasattr(data, "columns") else data
+    meta = pd.Series([], dtype=pd.ArrowDtype(pa.list_(pa.int32())), name="ids")
+    return series.map_partitions(_encode_frame_task, key, num_threads, allowed_special,
+                                 disallowed_special, meta=meta)
+
+
+def open_client(spec: str, local_directory=None):
+    """``(client, cluster)`` for a ``--dask`` argument: ``local:N`` starts a LocalCluster of
+    N one-thread worker processes on 127.0.0.1 (``cluster`` is it; close both), anything
+    else is a scheduler address (``cluster`` is None)."""
+    from distributed import Client, LocalCluster
+
+    if spec.startswith("local:") or spec == "local":
+        n = spec.partition(":")[2] or str(os.cpu_count() or 1)
+        if not n.isdigit() or int(n) < 1:
+            from ..errors import ClusterError
+
+            raise ClusterError(f"--dask local:N needs a number of workers >= 1, not {n!r}")
+        cluster = LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None,
+                               local_directory=local_directory)
+        return Client(cluster), cluster
+    return Client(spec), None
