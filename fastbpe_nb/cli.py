@@ -431,8 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "files of those training stacks")
     e.add_argument("--separator", help="flat formats: token after each document (llmc: "
                    "before; default the model's eos); parquet: appended to each row if given")
-    e.add_argument("--bos", help="training-stack formats and parquet: a token before each "
-                   "document")
+    e.add_argument("--bos", help="a token before each document (every output format)")
     e.add_argument("--shard-size", help="training-stack formats: bytes per id file, e.g. 1G")
     e.add_argument("--val-fraction", type=float, default=0.0, help="share of documents in "
                    "the val split (training-stack formats)")

@@ -66,13 +66,20 @@ def test_bin_separator_defaults_to_the_eos_role(tok, src, tmp_path):
     fb.encode_parquet(tok, str(src), str(tmp_path / "b"), format="bin", special="text")
     ids, index = fb.read_bin(str(tmp_path / "b" / "data.bin"))
     assert int(ids[index[1] - 1]) == tok.eos_token_id
+    fb.encode_parquet(tok, str(src), str(tmp_path / "bb"), format="bin", special="text",
+                      bos="<s>")
+    ids, index = fb.read_bin(str(tmp_path / "bb" / "data.bin"))
+    docs = [ids[a:b].tolist() for a, b in zip(index[:-1], index[1:])]
+    bos, eos = tok.bos_token_id, tok.eos_token_id
+    assert docs == [[bos] + tok.encode(d, disallowed_special=()) + [eos]
+                    for d in DOCS if d is not None]
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"format": "bin", "ids_column": "input_ids"}, "name Parquet columns"),
     ({"token_count_column": "ids"}, "names another output column"),
     ({"ids_column": ""}, "non-empty"),
-    ({"format": "bin", "bos": "<s>"}, "bos to those and parquet"),
+    ({"format": "bin", "shard_size": "1M"}, "shard_size and val_fraction apply"),
 ])
 def test_bad_column_options_are_refused_before_any_output(tok, src, tmp_path, kwargs, message):
     with pytest.raises(EncodeOptionsError, match=message):

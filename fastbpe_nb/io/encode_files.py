@@ -87,8 +87,7 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         tokenizer's ``eos_token``, else ``<|endoftext|>`` (or a SentencePiece ``</s>``) when
         registered. Parquet: when given, appended to each (non-null) row.
     bos : str or int, optional
-        Training-stack formats and Parquet: a token before each document (llmc: after the
-        separator).
+        A token before each document (llmc: after the separator).
     ids_column, token_count_column : str
         Parquet: the name of the ids column (``"input_ids"`` for transformers' pipelines),
         and of an int32 column of each row's token count (None: no such column).
@@ -131,11 +130,10 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     sep_id = None
     if not count_only and (not parquet or separator is not None):
         sep_id = _separator_id(tok, separator)
-    bos_id = _token_id(tok, bos, "bos") if bos is not None and (flat or parquet) else None
-    if not flat and (shard_size is not None or val_fraction or (bos is not None and not parquet)):
+    bos_id = _token_id(tok, bos, "bos") if bos is not None else None
+    if not flat and (shard_size is not None or val_fraction):
         raise EncodeOptionsError(f"shard_size and val_fraction apply to the formats "
-                                 f"{', '.join(TOKEN_FORMATS)} (bos to those and parquet), "
-                                 f"not {format!r}")
+                                 f"{', '.join(TOKEN_FORMATS)}, not {format!r}")
     if not parquet and (ids_column != "ids" or token_count_column is not None):
         raise EncodeOptionsError(f"ids_column and token_count_column name Parquet columns; "
                                  f"format {format!r} has none")
@@ -171,7 +169,7 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
     if flat:
         settings.update(bos_id=bos_id, shard_bytes=shard_bytes, val_fraction=float(val_fraction),
                         seed=int(seed), concat_tokens=concat_tokens)
-    elif parquet and (bos_id is not None or ids_column != "ids" or token_count_column):
+    elif bos_id is not None or ids_column != "ids" or token_count_column:
         # Recorded only when used, so that outputs of earlier versions stay resumable.
         settings.update(bos_id=bos_id, ids_column=ids_column,
                         token_count_column=token_count_column)

@@ -41,7 +41,7 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
     path = job.path
     ids_column = record.get("ids_column") or "ids"
     count_column = record.get("token_count_column")
-    bos_id = record.get("bos_id") if fmt == "parquet" else None
+    bos_id = record.get("bos_id") if fmt in ("parquet", "bin") else None
     rep = {"path": path, "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
            "encoder_calls": 0, "outputs": list(job.outs)}
     columns = [column] + [c for c in keep if c != column]
@@ -106,6 +106,8 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
                 arrays += [table.column(c).combine_chunks() for c in keep]
                 out.submit(writer.write_table, pa.Table.from_arrays(arrays, schema=schema))
             else:
+                if bos_id is not None:
+                    ids, offsets = add_special(ids, offsets, bos_id, -1, valid)
                 # Null rows encode to nothing, so ``ids`` is already the valid documents'
                 # ids back to back: insert the separator after each of them.
                 ends = offsets[1:][valid]
