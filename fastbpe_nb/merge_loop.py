@@ -75,8 +75,19 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         bar = progress_bar(total=total if total < UNLIMITED // 2 else None, desc="merging",
                            unit="merge")
 
+    shown = {"setup": None}
+
     def show_progress():
         if bar is not None:
+            # Until the first merge the kernel counts every pair and builds the word index:
+            # on 10^7 words that is tens of seconds, which a bar at 0 would not explain.
+            setup = int(shared[0]) == 0
+            if setup != shown["setup"]:
+                shown["setup"] = setup
+                if setup:
+                    bar.set_postfix(phase=f"counting the pairs of {len(counts):,} words")
+                else:
+                    bar.set_postfix(phase="merging")
             bar.update(int(shared[0]) - bar.n)
 
     def ask_to_stop():
@@ -94,6 +105,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         nodes = np.empty((rows, 2), node_type)
     except MemoryError:
         nodes = np.empty((max(16, len(symbols)), 2), node_type)
+    show_progress()  # the setup phase is named from the start
     try:
         result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,

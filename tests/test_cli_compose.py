@@ -408,3 +408,27 @@ def test_make_demo_installs_runtime_dependencies_only(tmp_path):
     out = subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert "pip install --quiet -e .\n" in out and "[test]" not in out, out
+
+
+def test_merge_progress_names_its_setup_phase(tmp_path, monkeypatch):
+    """Log-line progress says when the merge kernel is still counting pairs."""
+    import io
+
+    import fastbpe_nb as fb
+    from fastbpe_nb import progress as progress_mod
+
+    lines = io.StringIO()
+    made = []
+
+    def logging_bar(**kw):
+        bar = progress_mod.LogProgress(file=lines, interval=0.0, **kw)
+        made.append(bar)
+        return bar
+
+    monkeypatch.setattr(progress_mod, "progress_bar", logging_bar)
+    fb.train(["the quick brown fox jumps " * 200], vocab_size=300, progress=True)
+    text = lines.getvalue()
+    assert "merging: started" in text and "merging: done" in text
+    first, last = text.splitlines()[1], text.splitlines()[-1]
+    assert "phase=counting the pairs of" in first
+    assert last.startswith("fastbpe: merging: done") and "phase=merging" in last
