@@ -99,3 +99,34 @@ def test_the_command_line_names_the_columns(tok, src, tmp_path):
     assert table.column_names == ["input_ids", "n"]
     assert table.column("input_ids").to_pylist()[0] == (
         [tok.bos_token_id] + tok.encode("hello world") + [tok.eos_token_id])
+
+
+def test_flat_outputs_map_documents_back_to_rows(tok, tmp_path):
+    import json
+
+    import numpy as np
+
+    from fastbpe_nb.io.encode_one_file import document_rows
+
+    docs = [None, "a", None, None, "b", "c", None, "d", None]
+    src = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"text": docs}), src, row_group_size=2)
+    fb.encode_parquet(tok, str(src), str(tmp_path / "b"), format="bin")
+    meta = json.loads((tmp_path / "b" / "n.bin.json").read_text())
+    assert meta["null_row_ranges"] == [[0, 1], [2, 4], [6, 7], [8, 9]]
+    rows = document_rows(meta["null_row_ranges"], meta["documents"])
+    assert rows.tolist() == [i for i, d in enumerate(docs) if d is not None]
+    ids, index = fb.read_bin(str(tmp_path / "b" / "n.bin"))
+    for doc, row in zip(np.split(ids, index[1:-1]), rows):
+        assert doc[:-1].tolist() == tok.encode(docs[row])
+    fb.encode_parquet(tok, str(src), str(tmp_path / "m"), format="megatron")
+    marker = json.loads((tmp_path / "m" / "n.megatron.json").read_text())
+    assert marker["null_row_ranges"] == meta["null_row_ranges"]
+    assert document_rows([], 3).tolist() == [0, 1, 2]
+    # A run of nulls that continues into the next slice stays one run.
+    from fastbpe_nb.io.encode_one_file import _add_null_ranges
+
+    runs = []
+    _add_null_ranges(runs, np.array([True, False, False]), 0)
+    _add_null_ranges(runs, np.array([False, True, False]), 3)
+    assert runs == [[1, 4], [5, 6]]

@@ -49,6 +49,7 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
     pending = []
     idx_parts = []
     n_tokens_written = 0
+    null_ranges = []  # [start, stop) runs of null input rows
     batch = table = None
     # The next slice is read and the last one written while this one is encoded.
     out = OrderedWriter()
@@ -81,6 +82,7 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
             except InvalidUTF8Error as exc:  # a normalizing model needs text: name the file
                 raise InvalidUTF8Error(exc.row, exc.offset, exc.detail, exc.label, path) from None
             rep["encoder_calls"] += 1
+            _add_null_ranges(null_ranges, valid, row0)
             rep["rows"] += len(valid)
             rep["null_rows"] += int((~valid).sum())
             rep["tokens"] += int(offsets[-1])
@@ -122,7 +124,9 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
         if count_only:
             return rep
         if sink is not None:
-            meta = sink.commit(record)
+            # Flat outputs drop null rows: the marker says which, so document i of the
+            # output maps back to its input row.
+            meta = sink.commit(dict(record, null_row_ranges=null_ranges))
             rep["outputs"] = [os.path.join(sink.output, f["path"]) for f in meta["files"]]
             rep["outputs"].append(sink.marker)
             rep["splits"] = meta["splits"]
@@ -140,7 +144,7 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
         meta = {"dtype": np_dtype.name, "separator_id": sep_id, "documents": len(index) - 1,
                 "tokens": n_tokens_written, "source": path,
                 "bin_bytes": n_tokens_written * np_dtype.itemsize,
-                "idx_bytes": os.path.getsize(pending[1].tmp)}
+                "idx_bytes": os.path.getsize(pending[1].tmp), "null_row_ranges": null_ranges}
         meta.update(record)
         commit_bin(pending, job.outs[2], meta)
         return rep
@@ -164,6 +168,30 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
         if new is not exc:
             raise new from exc
         raise
+
+def _add_null_ranges(ranges: list, valid, row0: int) -> None:
+    """Append the ``[start, stop)`` runs of null rows of a slice (rows from ``row0``) to
+    ``ranges``, joining a run that continues the previous slice's last one."""
+    if valid.all():
+        return
+    null = np.concatenate(([False], ~valid, [False]))
+    edges = np.flatnonzero(null[1:] != null[:-1])
+    for a, b in zip(edges[::2].tolist(), edges[1::2].tolist()):
+        if ranges and ranges[-1][1] == row0 + a:
+            ranges[-1][1] = row0 + b
+        else:
+            ranges.append([row0 + a, row0 + b])
+
+
+def document_rows(null_row_ranges, n_documents: int):
+    """``int64[n_documents]``: the input row of each document of a flat output whose
+    marker records ``null_row_ranges`` (its documents are the non-null rows, in order)."""
+    runs = np.asarray(null_row_ranges, dtype=np.int64).reshape(-1, 2)
+    nulls_before = np.concatenate(([0], np.cumsum(runs[:, 1] - runs[:, 0])))
+    # A run starting at input row a comes after a - (nulls before it) documents.
+    k = np.searchsorted(runs[:, 0] - nulls_before[:-1], np.arange(n_documents), side="right")
+    return np.arange(n_documents, dtype=np.int64) + nulls_before[k]
+
 
 def _out_of_memory(path, batch, table, column, fmt, exc):
     """The error for a batch that ran out of memory: its rows, size and an estimate."""
