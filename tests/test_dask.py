@@ -372,3 +372,19 @@ def test_cli_dask_flag_refusals(capsys, corpus, tmp_path):
     assert main(["train", *corpus, "-o", str(tmp_path / "t.json"), "--max-memory", "1G",
                  "--dask", "local:1"]) == 2
     assert "--max-memory is not supported with --dask" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--normalization", "NFC"], "--normalization is not supported with --dask"),
+    (["--whitespace", "\u2581"], "--whitespace (SentencePiece style) is not supported"),
+    (["--base", "chars"], "--dask trains byte-level models"),
+])
+def test_cli_dask_refuses_what_it_cannot_run(tmp_path, capsys, flags, message):
+    from fastbpe_nb.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\n")
+    assert main(["train", str(corpus), "-o", str(tmp_path / "t.json"), "--dask", "local:1",
+                 *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()

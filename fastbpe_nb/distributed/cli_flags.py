@@ -43,8 +43,13 @@ def _refuse_unsupported(command, args) -> None:
         if value:
             flag = "--" + name.replace("_", "-")
             raise ClusterError(f"{flag} is not supported with --dask (run without --dask)")
-    if command == "train" and args.base != "bytes":
+    if command == "train" and (args.base or "bytes") != "bytes":
         raise ClusterError("--dask trains byte-level models (--base bytes)")
+    if command == "train" and getattr(args, "whitespace", None) is not None:
+        raise ClusterError("--whitespace (SentencePiece style) is not supported with --dask")
+    if command == "train" and getattr(args, "normalization", None) not in (None, "none"):
+        raise ClusterError("--normalization is not supported with --dask (train_files counts "
+                           "the text as it is)")
     if command == "encode" and not args.output:
         raise ClusterError("--dask encodes files: give -o OUTPUT_FOLDER")
 
@@ -68,7 +73,8 @@ def run_on_cluster(command: str, args) -> int:
 
 
 def _progress(args) -> bool:
-    return not args.quiet and sys.stderr.isatty()
+    """As without --dask: --progress, or a terminal; never with -q."""
+    return not args.quiet and (getattr(args, "progress", False) or sys.stderr.isatty())
 
 
 def _read_options(args) -> dict:
@@ -97,6 +103,8 @@ def _train(de, client, args) -> int:
     options = dict(special_tokens=args.special or (), tie_break=args.tie_break,
                    min_frequency=args.min_frequency, max_token_length=args.max_token_length,
                    min_word_count=args.min_word_count)
+    if getattr(args, "num_merges", None) is not None:
+        options["num_merges"] = args.num_merges
     if args.pattern != "default":
         options["pattern"] = None if args.pattern == "none" else args.pattern
     tok, report = de.train(args.files, args.vocab_size, column=args.column, client=client,
@@ -127,7 +135,9 @@ def _encode(de, client, args) -> int:
                              progress=_progress(args), num_threads=args.threads,
                              separator=args.separator, bos=args.bos,
                              shard_size=args.shard_size, val_fraction=args.val_fraction,
-                             seed=args.seed, concat_tokens=args.concat_tokens)
+                             seed=args.seed, concat_tokens=args.concat_tokens,
+                             ids_column=args.ids_column,
+                             token_count_column=args.token_count_column)
     if not args.quiet:
         print(json.dumps(report, indent=2))
     return 0
