@@ -37,26 +37,33 @@ def main() -> None:
         tok = fb.load(args.model)
     fb.encode_parquet(tok, args.input, None, count_only=True)  # warm: kernels, page cache
     times = {f: [] for f in args.formats.split(",")}
+    cpu = {f: [] for f in times}  # process CPU seconds: steadier than wall time under load
     tmp = tempfile.mkdtemp(prefix="fmt-bench-")
     try:
         for _ in range(args.rounds):
             for fmt in times:  # interleaved: the machine's load hits every format alike
                 out = os.path.join(tmp, fmt)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 rep = fb.encode_parquet(tok, args.input, None if fmt == "count_only" else out,
                                         format="parquet" if fmt == "count_only" else fmt,
                                         count_only=fmt == "count_only")
                 times[fmt].append(time.perf_counter() - t0)
+                cpu[fmt].append(time.process_time() - c0)
                 shutil.rmtree(out, ignore_errors=True)
         n_bytes = rep["bytes"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    base = sorted(times["count_only"])[len(times["count_only"]) // 2] if "count_only" in times else None
+    def median(xs):
+        return sorted(xs)[len(xs) // 2]
+
+    base = median(times["count_only"]) if "count_only" in times else None
+    cbase = median(cpu["count_only"]) if "count_only" in cpu else None
     print(f"{args.input}: {n_bytes / 1e6:.1f} MB of text, {rep['tokens']:,} tokens")
     for fmt, ts in times.items():
-        t = sorted(ts)[len(ts) // 2]
-        extra = f"  {100 * (t / base - 1):+.0f}% over count_only" if base else ""
-        print(f"{fmt:>10}: {t:6.2f} s  {n_bytes / 1e6 / t:6.1f} MB/s{extra}")
+        t, c = median(ts), median(cpu[fmt])
+        extra = (f"  {100 * (t / base - 1):+.0f}% wall, {100 * (c / cbase - 1):+.0f}% CPU over "
+                 "count_only" if base else "")
+        print(f"{fmt:>10}: {t:6.2f} s  {n_bytes / 1e6 / t:6.1f} MB/s  CPU {c:6.2f} s{extra}")
 
 
 if __name__ == "__main__":
