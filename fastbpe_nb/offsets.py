@@ -69,6 +69,7 @@ def batch_spans(tok, texts: list, ids: np.ndarray, id_offsets: np.ndarray,
     from .parallel import call_kernel, run_parallel
 
     normalizer = tok.normalizer
+    given = texts
     texts = [clean_text(t) for t in texts]
     if getattr(normalizer, "identity", False):
         normalized, aligns = texts, None
@@ -96,7 +97,26 @@ def batch_spans(tok, texts: list, ids: np.ndarray, id_offsets: np.ndarray,
         for d, (text, align) in enumerate(zip(texts, aligns)):
             rows = spans[id_offsets[d]:id_offsets[d + 1]]
             _map_to_source(rows, text, align)
+    for d, (text, original) in enumerate(zip(texts, given)):
+        if len(text) != len(original):  # a surrogate pair was joined into one character
+            rows = spans[id_offsets[d]:id_offsets[d + 1]]
+            rows[:, 2:4] = _surrogate_map(original)[rows[:, 2:4]]
     return spans
+
+
+def _surrogate_map(original: str) -> np.ndarray:
+    """``int64[len(clean_text(original)) + 1]``: where each character of the cleaned text
+    starts in ``original``, where a high and a low surrogate were joined into one (char
+    offsets index the caller's string; byte offsets index the UTF-8 that was encoded)."""
+    starts = []
+    i, n = 0, len(original)
+    while i < n:
+        starts.append(i)
+        pair = ("\ud800" <= original[i] <= "\udbff" and i + 1 < n
+                and "\udc00" <= original[i + 1] <= "\udfff")
+        i += 2 if pair else 1
+    starts.append(n)
+    return np.array(starts, dtype=np.int64)
 
 
 def _map_to_source(rows: np.ndarray, text: str, align) -> None:

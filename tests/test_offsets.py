@@ -227,3 +227,15 @@ def test_offsets_kernel_reports_a_mismatch():
     ids = np.array(tok.encode("hello"), dtype=np.int32)
     with pytest.raises(fb.FastBPEError, match="document 0"):
         batch_spans(tok, ["jello"], ids, np.array([0, len(ids)], dtype=np.int64))
+
+
+def test_offsets_index_the_callers_string_through_surrogates():
+    """A str may hold a surrogate pair (joined into one character before encoding) or a
+    lone surrogate (U+FFFD): offsets still index the string as given."""
+    tok = byte_level()
+    text = "a\ud83d\ude00b \udc00x"
+    ids, spans = tok.encode_with_offsets(text)
+    assert ids == tok.encode(text)
+    pieces = [text[a:b] for a, b in spans]
+    assert "\ud83d\ude00" in pieces and "\udc00" in pieces
+    assert spans[-1] == (6, 7) and spans[0] == (0, 1)
