@@ -198,8 +198,9 @@ def test_bad_file_skipped_and_reported(ray_session, corpus, tmp_path):
                            return_report=True)
     assert [f["path"] for f in report["files_skipped"]] == [str(bad)]
     _same_table(table, counter.table())
-    with pytest.raises(fb.CorpusReadError, match="bad.parquet"):
+    with pytest.raises(fb.CorpusReadError, match="bad.parquet") as raised:
         _timed(re_.count_words, files)
+    assert not isinstance(raised.value, ray.exceptions.RayTaskError)  # ours, unwrapped
 
 
 def _dataset_order_texts(ds):
@@ -245,6 +246,8 @@ def test_dataset_without_the_column(ray_session):
     ds = ray.data.from_arrow(pa.table({"body": ["a b", "c"]}))
     with pytest.raises(fb.CorpusReadError, match="no column 'text'"):
         _timed(re_.count_words, ds, column="text")
+    with pytest.raises(ClusterError, match="on_bad_input"):
+        re_.count_words(ds, column="body", on_bad_input="skip")
 
 
 @pytest.mark.parametrize("tie_break", ["ids", "hf", "first", "bytes"])
@@ -386,3 +389,25 @@ def test_cli_ray_flag_refusals(capsys, corpus, tmp_path):
         assert main(["train", *corpus, "-o", str(tmp_path / "t.json"), *flags,
                      "--ray", "local"]) == 2
         assert message in capsys.readouterr().err, flags
+
+
+@pytest.mark.slow  # a second Ray start-up (about 10 s); the fixture covers start/stop
+def test_cli_ray_local_for_real(corpus, tmp_path):
+    """``fastbpe count --ray local`` for real, in a subprocess (one Ray per process): the
+    counts file is ``fastbpe count``'s, and the run leaves neither its temporary folder
+    nor a ~/.ray behind (HOME is a fresh folder)."""
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home))
+    before = set(os.listdir("/tmp"))
+    count_to_file(corpus, tmp_path / "one.arrow")
+    cmd = [sys.executable, "-m", "fastbpe_nb", "count", *corpus, "-o", str(tmp_path / "r.arrow"),
+           "-q", "--ray", "local"]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CALL_TIMEOUT,
+                         cwd=Path(fb.__file__).parents[1])
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "r.arrow").read_bytes() == (tmp_path / "one.arrow").read_bytes()
+    assert not (home / ".ray").exists()
+    assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("fbray-")]

@@ -227,6 +227,8 @@ def count_words(data, column="text", *, pattern="gpt2", special_tokens=(), num_t
     returns = n_partitions + 1
     ignored, skipped = [], []  # found while listing: reported, never dropped silently
     if _is_dataset(data):
+        if read_options:  # not silently ignored
+            raise ClusterError(f"{sorted(read_options)} apply to files, not to a Ray Dataset")
         task = _count_blocks_task.options(num_cpus=num_threads, num_returns=returns)
         results = [task.remote(i, column, n_partitions, pattern, specials, num_threads, *refs)
                    for i, refs in enumerate(_dataset_bundles(data))]
