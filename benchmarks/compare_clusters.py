@@ -1,20 +1,23 @@
-"""One process against a Dask ``LocalCluster`` for counting and encoding Parquet files.
+"""One process against a Dask ``LocalCluster`` and a local Ray for counting and encoding
+Parquet files.
 
 Builds a corpus of ``--files`` Parquet files from ``.asv/data/docs-86000000.parquet``
 (Linux sources and prose; its rows repeated to reach ``--count-mb`` of text; generated text
 if the file is missing), then times, interleaved and ``--repeats`` times each (medians):
 
 * counting: ``count_files`` (one process, all cores) against ``dask_engine.count_words``
-  on ``--workers`` one-thread worker processes (the same counts: checked);
+  on ``--workers`` one-thread worker processes and ``ray_engine.count_words`` on a local
+  Ray of ``--workers`` CPUs (one-thread tasks) (the same counts: checked);
 * encoding the first files holding ``--encode-mb`` with cl100k_base (from
   ``.asv/data/cl100k_base.tiktoken``; a small trained model if missing): ``encode_parquet``
-  against ``dask_engine.encode_files`` (the same output bytes: checked once).
+  against each engine's ``encode_files`` (the same output bytes: checked once).
 
-The cluster's start-up (LocalCluster + Client + warming the kernels on the workers) is
-timed separately and not included in the ratios. The machine may be shared: timings are
+Each cluster's start-up (LocalCluster + Client, or ``ray_engine.start``; then warming the
+kernels on the workers) is timed separately and not included in the ratios.
+``--engines dask,ray`` picks the engines (an engine that is not installed is left out). The machine may be shared: timings are
 noisy; compare the medians, and run it on an idle machine for numbers to publish.
 
-    python benchmarks/compare_clusters.py [--count-mb 1200] [--encode-mb 500] [--files 64]
+    python benchmarks/compare_clusters.py [--count-mb 1200] [--encode-mb 500] [--files 64] [--engines dask,ray]
 """
 
 from __future__ import annotations
@@ -99,14 +102,13 @@ def main() -> int:
     p.add_argument("--files", type=int, default=64)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--engines", default="dask,ray", help="comma-separated: dask, ray")
     p.add_argument("--work", default=None, help="folder for the corpus and outputs (kept)")
     args = p.parse_args()
 
     import numpy as np
-    from distributed import Client, LocalCluster
 
     from fastbpe_nb.distributed import core
-    from fastbpe_nb.distributed import dask_engine as de
     from fastbpe_nb.io.encode_files import encode_parquet
     from fastbpe_nb.training import count_files
 
@@ -125,50 +127,99 @@ def main() -> int:
     count_files(files[:1])
     encode_parquet(tok, files[:1], work / "warm", resume=False)
 
-    t_start, (client, cluster) = timed(lambda: _start(args.workers, work))
-    t_warm, _ = timed(lambda: (de.ship_tokenizer(client, tok, de.task_threads(client)),
-                               de.count_words(files[:1], client=client)))
-    print(f"start-up: LocalCluster({args.workers} workers) + Client {t_start:.2f} s, "
-          f"warming the workers (tokenizer shipped, kernels loaded) {t_warm:.2f} s")
-
-    times = {k: [] for k in ("count_one", "count_dask", "encode_one", "encode_dask")}
+    engines = _engines(args, work, tok, files)
+    names = ["one"] + list(engines)
+    times = {f"{what}_{n}": [] for what in ("count", "encode") for n in names}
     try:
         for r in range(args.repeats):
-            t, counter = timed(lambda: count_files(files)[0])
-            times["count_one"].append(t)
-            t, table = timed(lambda: de.count_words(files, client=client))
-            times["count_dask"].append(t)
+            tables = {}
+            for name in names:  # interleaved: every round times each variant once
+                fn = (lambda: count_files(files)[0]) if name == "one" else \
+                    (lambda: engines[name]["module"].count_words(files, **engines[name]["kw"]))
+                t, tables[name] = timed(fn)
+                times[f"count_{name}"].append(t)
             if r == 0:
-                same = all(np.array_equal(a, b) for a, b in
-                           zip(counter.table(), core.table_arrays(table)))
-                print(f"counts identical: {same}")
-            del counter, table
-            for name in ("one", "dask"):
-                shutil.rmtree(work / f"out_{name}", ignore_errors=True)
-            t, _ = timed(lambda: encode_parquet(tok, enc_files, work / "out_one", special="text"))
-            times["encode_one"].append(t)
-            t, _ = timed(lambda: de.encode_files(tok, enc_files, work / "out_dask", client=client,
-                                                 resume=False, special="text"))
-            times["encode_dask"].append(t)
+                want = tables.pop("one").table()
+                for name, table in tables.items():
+                    same = all(np.array_equal(a, b) for a, b in
+                               zip(want, core.table_arrays(table)))
+                    print(f"counts identical ({name}): {same}")
+            del tables
+            for name in names:
+                out = work / f"out_{name}"
+                shutil.rmtree(out, ignore_errors=True)
+                fn = (lambda: encode_parquet(tok, enc_files, out, special="text")) \
+                    if name == "one" else \
+                    (lambda: engines[name]["module"].encode_files(
+                        tok, enc_files, out, resume=False, special="text", **engines[name]["kw"]))
+                t, _ = timed(fn)
+                times[f"encode_{name}"].append(t)
             if r == 0:
-                same = all((work / "out_one" / Path(f).name).read_bytes()
-                           == (work / "out_dask" / Path(f).name).read_bytes() for f in enc_files)
-                print(f"encode outputs identical: {same}")
+                for name in engines:
+                    same = all((work / "out_one" / Path(f).name).read_bytes()
+                               == (work / f"out_{name}" / Path(f).name).read_bytes()
+                               for f in enc_files)
+                    print(f"encode outputs identical ({name}): {same}")
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
                   flush=True)
     finally:
-        client.close()
-        cluster.close()
+        for engine in engines.values():
+            engine["close"]()
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\nmedians of {args.repeats} (seconds)      one process    dask    dask / one")
+    print(f"\nmedians of {args.repeats} (seconds)")
     for what, size in (("count", mb), ("encode", enc_mb)):
-        one, dask = med[f"{what}_one"], med[f"{what}_dask"]
-        print(f"{what:<6} {size:>8,.0f} MB            {one:>8.2f}  {dask:>8.2f}    "
-              f"{dask / one:.2f}x   ({size / one:,.0f} vs {size / dask:,.0f} MB/s)")
-    print(f"start-up (not in the ratios): {t_start:.2f} s + warm {t_warm:.2f} s")
+        one = med[f"{what}_one"]
+        print(f"{what:<6} {size:>8,.0f} MB  one process {one:>7.2f} s ({size / one:,.0f} MB/s)")
+        for name in engines:
+            t = med[f"{what}_{name}"]
+            print(f"{'':<18}{name:>11} {t:>7.2f} s ({size / t:,.0f} MB/s)  {t / one:.2f}x")
+    for name, engine in engines.items():
+        print(f"start-up {name} (not in the ratios): {engine['start']:.2f} s + warm "
+              f"{engine['warm']:.2f} s")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _engines(args, work, tok, files) -> dict:
+    """``{name: {module, kw (connection keywords), close, start, warm (seconds)}}``."""
+    engines = {}
+    for name in [e.strip() for e in args.engines.split(",") if e.strip()]:
+        try:
+            engines[name] = (_dask if name == "dask" else _ray)(args, work, tok, files)
+        except ImportError as exc:
+            print(f"{name}: not installed ({exc}), left out")
+    return engines
+
+
+def _dask(args, work, tok, files) -> dict:
+    from fastbpe_nb.distributed import dask_engine as de
+
+    t_start, (client, cluster) = timed(lambda: _start(args.workers, work))
+    t_warm, _ = timed(lambda: (de.ship_tokenizer(client, tok, de.task_threads(client)),
+                               de.count_words(files[:1], client=client)))
+
+    def close():
+        client.close()
+        cluster.close()
+
+    return {"module": de, "kw": {"client": client}, "close": close, "start": t_start,
+            "warm": t_warm}
+
+
+def _ray(args, work, tok, files) -> dict:
+    from fastbpe_nb.distributed import ray_engine as rey
+
+    temp = tempfile.mkdtemp(prefix="fbray-", dir="/tmp")
+    t_start, env = timed(lambda: rey.start("local", temp_dir=temp, num_cpus=args.workers))
+    t_warm, _ = timed(lambda: (rey.encode_files(tok, files[:1], work / "warm_ray", resume=False),
+                               rey.count_words(files[:1])))
+
+    def close():
+        rey.stop(env)
+        shutil.rmtree(temp, ignore_errors=True)
+
+    return {"module": rey, "kw": {}, "close": close, "start": t_start, "warm": t_warm}
 
 
 def _start(n_workers, work):

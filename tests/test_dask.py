@@ -376,7 +376,7 @@ def test_cli_dask_flag_refusals(capsys, corpus, tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--normalization", "NFC"], "--normalization is not supported with --dask"),
-    (["--whitespace", "\u2581"], "--whitespace (SentencePiece style) is not supported"),
+    (["--whitespace", "\u2581"], "--whitespace is not supported with --dask"),
     (["--base", "chars"], "--dask trains byte-level models"),
 ])
 def test_cli_dask_refuses_what_it_cannot_run(tmp_path, capsys, flags, message):

@@ -410,3 +410,45 @@ def sum_read_reports(reports) -> dict:
             else:
                 total[key] = total.get(key, 0) + value
     return total
+
+
+def output_folders(inputs, output, format):
+    """``[(input, folder)]``: the folder to give ``encode_parquet`` for each input alone so
+    that its output lands where one ``encode_parquet(inputs, output)`` call puts it."""
+    from ..errors import ClusterError
+    from ..io.encode_files import FORMATS
+    from ..io.encode_plan import check_not_over_inputs, plan_jobs
+
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
+    jobs, ignored, specs = plan_jobs(inputs, output, format)
+    check_not_over_inputs(jobs, specs, os.fspath(output))
+    pairs = []
+    for job in jobs:
+        rel = os.path.relpath(job.outs[0], output)
+        folder = os.path.join(os.fspath(output), os.path.dirname(rel))
+        if format not in ("parquet", "bin") and os.path.dirname(rel):
+            # Training-stack formats name shards and draw the validation split from the
+            # path relative to the output folder: one file alone would see another one.
+            raise ClusterError(
+                f"format={format!r} on a cluster needs the inputs in one folder ({job.path} "
+                f"is encoded to the subfolder {os.path.dirname(rel)!r}); use 'parquet' or "
+                "'bin', or encode each folder into its own output")
+        pairs.append((job.path, folder))
+    return pairs, ignored
+
+
+def sum_encode_reports(reports, ignored) -> dict:
+    """The reports of ``encode_parquet`` on one file each, added up (lists joined, in
+    order); ``ignored``: the files the listing ignored."""
+    total = {"files": [], "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
+             "skipped_complete": [], "reencoded": [], "ignored_files": list(ignored),
+             "stale_temp_files_removed": 0, "encoder_calls": 0, "seconds": 0.0}
+    for rep in reports:
+        for k in ("files", "skipped_complete", "reencoded"):
+            total[k].extend(rep[k])
+        for k in ("rows", "null_rows", "tokens", "bytes", "encoder_calls",
+                  "stale_temp_files_removed", "seconds"):
+            total[k] += rep[k]
+    total["task_seconds"] = total.pop("seconds")
+    return total

@@ -271,39 +271,13 @@ def _encode_file_task(key, path, output, options):
     return encode_parquet(_worker_tokenizer(key), [path], output, **options)
 
 
-def output_folders(inputs, output, format):
-    """``[(input, folder)]``: the folder to give ``encode_parquet`` for each input alone so
-    that its output lands where one ``encode_parquet(inputs, output)`` call puts it."""
-    from ..errors import ClusterError
-    from ..io.encode_files import FORMATS
-    from ..io.encode_plan import check_not_over_inputs, plan_jobs
-
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
-    jobs, ignored, specs = plan_jobs(inputs, output, format)
-    check_not_over_inputs(jobs, specs, os.fspath(output))
-    pairs = []
-    for job in jobs:
-        rel = os.path.relpath(job.outs[0], output)
-        folder = os.path.join(os.fspath(output), os.path.dirname(rel))
-        if format not in ("parquet", "bin") and os.path.dirname(rel):
-            # Training-stack formats name shards and draw the validation split from the
-            # path relative to the output folder: one file alone would see another one.
-            raise ClusterError(
-                f"format={format!r} on a cluster needs the inputs in one folder ({job.path} "
-                f"is encoded to the subfolder {os.path.dirname(rel)!r}); use 'parquet' or "
-                "'bin', or encode each folder into its own output")
-        pairs.append((job.path, folder))
-    return pairs, ignored
-
-
 def encode_files(tok, inputs, output, *, format="parquet", resume=True, client=None,
                  num_threads=None, progress=False, **options):
     """Encode Parquet/Arrow files on the cluster, one task per input file.
 
     Each task runs ``encode_parquet`` on its file, so the outputs, their atomic writes and
     ``resume`` are ``fastbpe encode``'s; they land at the same paths as one
-    ``encode_parquet(tok, inputs, output)`` call (``output_folders``). A worker killed
+    ``encode_parquet(tok, inputs, output)`` call (``core.output_folders``). A worker killed
     mid-file is retried by Dask; the retry removes the dead writer's temporary file.
     Returns the report of ``encode_parquet``, summed over the files (in input order).
     """
@@ -317,7 +291,7 @@ def encode_files(tok, inputs, output, *, format="parquet", resume=True, client=N
                            "cluster")
     client = _client(client)
     num_threads = check_num_threads(num_threads) or task_threads(client)
-    pairs, ignored = output_folders(inputs, output, format)
+    pairs, ignored = core.output_folders(inputs, output, format)
     check_writable(os.fspath(output), create=True)
     key = ship_tokenizer(client, tok, num_threads)
     options = dict(options, format=format, resume=resume, num_threads=num_threads)
@@ -325,21 +299,7 @@ def encode_files(tok, inputs, output, *, format="parquet", resume=True, client=N
                for path, folder in pairs]
     _bar(futures, progress, "encoding")
     reports = client.gather(futures)
-    return _sum_encode_reports(reports, ignored)
-
-
-def _sum_encode_reports(reports, ignored) -> dict:
-    total = {"files": [], "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
-             "skipped_complete": [], "reencoded": [], "ignored_files": list(ignored),
-             "stale_temp_files_removed": 0, "encoder_calls": 0, "seconds": 0.0}
-    for rep in reports:
-        for k in ("files", "skipped_complete", "reencoded"):
-            total[k].extend(rep[k])
-        for k in ("rows", "null_rows", "tokens", "bytes", "encoder_calls",
-                  "stale_temp_files_removed", "seconds"):
-            total[k] += rep[k]
-    total["task_seconds"] = total.pop("seconds")
-    return total
+    return core.sum_encode_reports(reports, ignored)
 
 
 def _encode_frame_task(series, key, num_threads, allowed, disallowed):
