@@ -15,23 +15,15 @@ surface; it covers the run of bytes up to where the next token's surface starts.
 import numpy as np
 from numba import njit, prange
 
-
-@njit(cache=True, nogil=True, inline="always")
-def _matches(data, pos, end, surf, s, e):
-    n = e - s
-    if pos + n > end:
-        return False
-    for k in range(n):
-        if data[pos + k] != surf[s + k]:
-            return False
-    return True
+from .hashing import same_units
+#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
 
 
 @njit(cache=True, nogil=True)
 def _find(data, pos, end, surf, s, e):
     """The first position >= pos where the surface ``surf[s:e]`` starts, or -1."""
     while pos <= end - (e - s):
-        if _matches(data, pos, end, surf, s, e):
+        if same_units(data, pos, surf, s, e - s):
             return pos
         pos += 1
     return -1
@@ -63,7 +55,7 @@ def _doc_spans(ids, i0, i1, surf_off, surf, unk_id, data, d0, d1, spans):
         else:
             s = surf_off[t]
             e = surf_off[t + 1]
-            start = pos if _matches(data, pos, d1, surf, s, e) else _find(data, pos, d1, surf, s, e)
+            start = _find(data, pos, d1, surf, s, e)  # at pos, unless text was dropped
             if start < 0:
                 return False
             end = start + (e - s)
@@ -91,6 +83,15 @@ def _doc_spans(ids, i0, i1, surf_off, surf, unk_id, data, d0, d1, spans):
         spans[k, 3] = c_end
         pos = end
     return True
+
+
+@njit(cache=True, nogil=True)
+def _first_false(ok):
+    """The index of the first False in ``ok``, or -1."""
+    for d in range(ok.shape[0]):
+        if not ok[d]:
+            return d
+    return -1
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -127,12 +128,7 @@ def token_spans(ids, id_offsets, surf_off, surf, unk_id, data, data_offsets):
     for d in prange(n_docs):  # each document writes only its own rows of spans
         ok[d] = _doc_spans(ids, id_offsets[d], id_offsets[d + 1], surf_off, surf, unk_id,
                            data, data_offsets[d], data_offsets[d + 1], spans)
-    bad = -1
-    for d in range(n_docs):
-        if not ok[d]:
-            bad = d
-            break
-    return spans, bad
+    return spans, _first_false(ok)
 
 
 @njit(cache=True, nogil=True)
@@ -144,9 +140,4 @@ def token_spans_serial(ids, id_offsets, surf_off, surf, unk_id, data, data_offse
     for d in range(n_docs):
         ok[d] = _doc_spans(ids, id_offsets[d], id_offsets[d + 1], surf_off, surf, unk_id,
                            data, data_offsets[d], data_offsets[d + 1], spans)
-    bad = -1
-    for d in range(n_docs):
-        if not ok[d]:
-            bad = d
-            break
-    return spans, bad
+    return spans, _first_false(ok)

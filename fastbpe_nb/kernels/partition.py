@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .hashing import same_units
+#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
+
 
 @njit(cache=True, nogil=True)
 def word_hashes(data, offsets):
@@ -40,14 +43,6 @@ def word_hashes(data, offsets):
         h ^= h >> np.uint64(31)
         out[w] = h
     return out
-
-
-@njit(cache=True, nogil=True)
-def _same_bytes(data, a, b, n):
-    for i in range(n):
-        if data[a + i] != data[b + i]:
-            return False
-    return True
 
 
 @njit(cache=True, nogil=True)
@@ -105,8 +100,8 @@ def merge_words(data, offsets, hashes, counts, keys, pieces):
                 n_unique += 1
                 break
             q = rows[u]
-            if hashes[q] == h and offsets[q + 1] - offsets[q] == length and _same_bytes(
-                    data, offsets[q], start, length):
+            if hashes[q] == h and offsets[q + 1] - offsets[q] == length and same_units(
+                    data, offsets[q], data, start, length):
                 total[u] += counts[r]
                 if keys[r] < key[u] or (keys[r] == key[u] and pieces[r] < piece[u]):
                     key[u] = keys[r]
