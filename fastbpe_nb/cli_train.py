@@ -137,6 +137,12 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
                                          max_memory=memory(args.max_memory), return_report=True,
                                          max_invalid_utf8=args.max_invalid_utf8, **options)
     report["stale_temp_files_removed"] = removed
+    return save_trained(tok, report, args, print_trace)
+
+
+def save_trained(tok, report, args, print_trace) -> int:
+    """``fastbpe train``'s last step (with or without a cluster): save the model to
+    ``-o``, print the merge trace with ``--trace`` and the report unless ``-q``."""
     tok.save(args.output)
     if args.trace:
         print_trace(tok)

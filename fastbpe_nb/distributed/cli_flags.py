@@ -137,15 +137,10 @@ def _train(de, conn, args) -> int:
     tok, report = de.train(args.files, args.vocab_size, column=args.column, **conn,
                            num_threads=args.threads, progress=_progress(args),
                            return_report=True, read_options=_read_options(args), **options)
-    tok.save(args.output)
-    if args.trace:
-        from ..inspect import print_trace
+    from ..cli_train import save_trained
+    from ..inspect import print_trace
 
-        print_trace(tok)
-    if not args.quiet:
-        print(json.dumps(report, indent=2))
-        print(f"wrote {args.output}: {len(tok.merges)} merges, vocab_size {tok.vocab_size}")
-    return 0
+    return save_trained(tok, report, args, print_trace)
 
 
 def _encode(de, conn, args) -> int:
