@@ -19,6 +19,7 @@ from .atomic import PendingFile, name_error
 from .bin_files import commit_bin, write_bin
 from .encode_identity import META_KEY, check_unchanged
 from .encode_inputs import open_input, text_slices
+from .heap import release_free_memory
 from .pipeline import OrderedWriter, prefetch
 
 #: Bytes per id that writing ``ids`` as a Parquet ``list`` row takes in pyarrow's writer
@@ -33,8 +34,18 @@ def encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowe
 
     ``allowed`` and ``disallowed`` are the special-token specs of ``Tokenizer.encode_batch_flat``;
     ``record`` is the identity record written into the output (see ``encode_identity``);
-    ``sink``: the ``token_formats.TokenSink`` of a training-stack format.
+    ``sink``: the ``token_formats.TokenSink`` of a training-stack format. The memory the
+    file's slices freed goes back to the system afterwards (``heap.py``).
     """
+    try:
+        return _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowed,
+                           n_threads, count_only, bar, record, sink)
+    finally:
+        release_free_memory()
+
+
+def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallowed,
+                n_threads, count_only, bar, record, sink):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
