@@ -184,7 +184,7 @@ def _call(kernel, n, args):
     numba.set_num_threads(n)
     try:
         if getattr(kernel, "overloads", True):
-            return kernel(*args)
+            return _call_compiled(kernel, args)
         return _load_and_call(kernel, args)
     finally:
         numba.set_num_threads(previous)
@@ -200,7 +200,7 @@ def call_kernel(kernel, *args):
     """
     if getattr(kernel, "overloads", True):
         try:
-            return kernel(*args)
+            return _call_compiled(kernel, args)
         except SystemError as exc:
             # A SIGINT whose Python handler runs while the dispatcher boxes the result (in
             # Numba's unpickling of a constant) surfaces as "returned a result with an
@@ -234,18 +234,61 @@ def _load_and_call(kernel, args):
     """
     try:
         return kernel(*args)
-    except Exception:
-        if getattr(kernel, "overloads", True):
+    except Exception as exc:
+        if getattr(kernel, "overloads", True) and not _from_cache_loader(exc):
             raise  # it compiled (or is plain Python), so the error came from running it
         # The damaged file may belong to any kernel it calls (they load while it compiles).
         _flush_kernel_caches()
         return kernel(*args)
 
 
-def _flush_kernel_caches():
-    """Empty the on-disk cache index of every loaded fastbpe_nb kernel."""
-    import sys
+def _call_compiled(kernel, args):
+    """``kernel(*args)`` for a kernel that has compiled before. New argument types compile
+    it again, and then it may load (damaged) cache files of its own or of the kernels it
+    calls: an error raised in Numba's cache loader drops the cache and retries once (see
+    ``_load_and_call``); any other error is the kernel's."""
+    try:
+        return kernel(*args)
+    except SystemError:
+        raise  # see call_kernel: a KeyboardInterrupt while boxing the result
+    except Exception as exc:
+        if not _from_cache_loader(exc):
+            raise
+        _flush_kernel_caches()
+        return kernel(*args)
 
+
+#: Numba's on-disk cache reader: an exception raised through it comes from a cache file.
+_CACHE_LOADER = os.path.join("numba", "core", "caching.py")
+
+
+def _from_cache_loader(exc) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, went through Numba's
+    cache loader (a damaged index or data file; never the kernel's own code)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.endswith(_CACHE_LOADER):
+                return True
+            tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _flush_kernel_caches():
+    """Drop the on-disk cache index of every loaded fastbpe_nb kernel.
+
+    The dispatchers found as module attributes are flushed (an empty index). Functions that
+    Numba compiles with a cache but that no module attribute holds (the implementation of
+    an ``@overload``, such as ``kernels.merge``'s prefetch) are reached through their files:
+    every index named after a kernel module (``<module>.<qualname>-<line>.pyXY.nbi``) in the
+    cache folders of that module is removed, so the next load misses and compiles afresh.
+    """
+    import glob
+
+    folders = set()
     for name, module in list(sys.modules.items()):
         if not name.startswith("fastbpe_nb.kernels.") or module is None:
             continue
@@ -253,3 +296,12 @@ def _flush_kernel_caches():
             cache = getattr(obj, "_cache", None)
             if cache is not None and hasattr(cache, "flush") and hasattr(obj, "overloads"):
                 cache.flush()
+                folder = getattr(cache, "_cache_path", None)
+                if folder:
+                    folders.add((folder, name.rsplit(".", 1)[1]))
+    for folder, stem in folders:
+        for index in glob.glob(os.path.join(glob.escape(folder), glob.escape(stem) + ".*.nbi")):
+            try:
+                os.unlink(index)
+            except OSError:
+                pass  # removed by another process meanwhile, or not ours to remove

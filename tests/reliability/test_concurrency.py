@@ -79,3 +79,93 @@ def test_truncated_numba_cache_recompiles(models, tmp_path):
 @pytest.mark.slow
 def test_damaged_numba_cache_recompiles_all_kernels(models, tmp_path):
     numba_cache_case(models, tmp_path, ["half", "empty", "garbage"], train=True)
+
+
+def _raise_in(filename, exc):
+    """Raise ``exc`` from a frame whose code lives in ``filename``."""
+    code = compile("raise exc", filename, "exec")
+    exec(code, {"exc": exc})
+
+
+CACHE_LOADER_FILE = str(Path("site-packages") / "numba" / "core" / "caching.py")
+
+
+def test_errors_from_numba_cache_loader_are_recognised():
+    from fastbpe_nb.parallel import _from_cache_loader
+
+    try:
+        _raise_in(CACHE_LOADER_FILE, EOFError("truncated index"))
+    except EOFError as exc:
+        assert _from_cache_loader(exc)
+    # Raised while handling one from the loader (Numba re-raises compile errors that way).
+    try:
+        try:
+            _raise_in(CACHE_LOADER_FILE, ValueError("bad pickle"))
+        except ValueError:
+            raise RuntimeError("compiling the caller failed")
+    except RuntimeError as exc:
+        assert _from_cache_loader(exc)
+    try:
+        _raise_in(str(Path("fastbpe_nb") / "kernels" / "encode.py"), IndexError("kernel bug"))
+    except IndexError as exc:
+        assert not _from_cache_loader(exc)
+
+
+class FakeKernel:
+    """A compiled kernel (``overloads`` non-empty) whose next calls raise the given errors."""
+
+    overloads = {"sig": object()}
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        if self.errors:
+            filename, exc = self.errors.pop(0)
+            _raise_in(filename, exc)
+        return x + 1
+
+
+def test_compiled_kernel_new_signature_with_damaged_cache_recompiles(monkeypatch):
+    # A kernel that compiled before, called with new argument types, compiles again and
+    # may then read a damaged cache file (its own or a callee's): the cache is dropped
+    # and the call retried once. Before, only a kernel without any overload recovered.
+    from fastbpe_nb import parallel
+
+    flushed = []
+    monkeypatch.setattr(parallel, "_flush_kernel_caches", lambda: flushed.append(1))
+    kernel = FakeKernel((CACHE_LOADER_FILE, EOFError("pickle data was truncated")))
+    assert parallel.call_kernel(kernel, 41) == 42
+    assert kernel.calls == 2 and flushed == [1]
+    kernel = FakeKernel((CACHE_LOADER_FILE, EOFError("truncated")))
+    assert parallel._call(kernel, 1, (1,)) == 2 and flushed == [1, 1]
+    # The kernel's own errors are never retried.
+    kernel = FakeKernel((str(Path("fastbpe_nb") / "kernels" / "x.py"), IndexError("bug")))
+    with pytest.raises(IndexError):
+        parallel.call_kernel(kernel, 1)
+    assert kernel.calls == 1 and flushed == [1, 1]
+
+
+def test_flush_removes_indexes_no_module_attribute_holds(tmp_path):
+    # kernels.merge's prefetch is an @overload whose implementation Numba caches under a
+    # name no module attribute holds ("merge._prefetch_jit.locals.impl-*.nbi"): a damaged
+    # index of it made training fail even after the recovery flushed the module's kernels.
+    code = """
+        import glob, os, pickle
+        import numpy as np
+        import fastbpe_nb as fb
+        from fastbpe_nb import parallel
+        from fastbpe_nb.kernels import merge
+        fb.train(["hello world, the quick brown fox"] * 20, vocab_size=300)
+        folder = merge.train_merges._cache._cache_path
+        names = lambda: sorted(os.path.basename(p) for p in glob.glob(folder + "/merge.*.nbi"))
+        before = names()
+        parallel._flush_kernel_caches()
+        emit({"before": before, "after": names()})
+    """
+    res = run_case(code, timeout=600, env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+    result = res.check().result
+    assert any("_prefetch_jit" in n for n in result["before"]), result
+    assert result["after"] == [], result
