@@ -315,9 +315,10 @@ def dead_pid() -> int:
 
 def check_resume_after_partial_run(run, tok, inputs, out, references, fmt="megatron"):
     """After a run cut short (one input's output complete, one whose shards were renamed
-    but whose marker was never written, one with a shard cut short, a dead writer's
-    temporary file), ``resume`` keeps the complete output, encodes the others again and
-    removes the leftover: the tree is one process's, byte for byte."""
+    but whose marker was never written, one with a shard cut short, dead writers'
+    temporary files beside the shards and in a folder this run does not write to),
+    ``resume`` keeps the complete output, encodes the others again and removes the
+    leftovers: the tree is one process's, byte for byte."""
     from fastbpe_nb.io.atomic import _HOST
 
     options = encode_options(fmt, "bytes")
@@ -335,14 +336,18 @@ def check_resume_after_partial_run(run, tok, inputs, out, references, fmt="megat
         shard = json.load(f)["files"][0]["path"]
     with open(out / shard, "r+b") as f:  # a shard cut short
         f.truncate(os.path.getsize(out / shard) // 2)
-    stale = out / os.path.dirname(shard) / f".tmp-{dead_pid()}-{_HOST}-0badc0de-x.bin"
+    pid = dead_pid()
+    stale = out / os.path.dirname(shard) / f".tmp-{pid}-{_HOST}-0badc0de-x.bin"
     stale.write_bytes(b"a killed writer's partial shard")
+    gone = out / "gone"  # a folder no job of this run writes into (one process cleans it too)
+    gone.mkdir()
+    (gone / f".tmp-{pid}-{_HOST}-0badc0df-y.bin").write_bytes(b"older leftovers")
     report = timed(run, tok, inputs, out, resume=True, **options)
     assert report["skipped_complete"] == [first]
     assert [r["path"] for r in report["reencoded"]] == [third]
     assert "incomplete" in report["reencoded"][0]["reason"]
     assert sorted(f["path"] for f in report["files"]) == sorted([second, third])
-    assert report["stale_temp_files_removed"] >= 1
+    assert report["stale_temp_files_removed"] == 2
     assert tree(out) == one
 
 
