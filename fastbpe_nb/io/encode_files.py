@@ -14,6 +14,9 @@
 * ``encode_inputs`` reads the input tables as slices; ``encode_one_file`` encodes one file
   into its output.
 
+``prepare`` checks and resolves the options; ``encode_planned`` encodes some of the jobs
+of a whole call's plan exactly as the call would (the cluster engines' per-file tasks).
+
 Output forms:
 
 * ``format="parquet"``: ``<stem>.parquet`` with one row per input row, in order, the ids as a
