@@ -35,8 +35,9 @@ from fastbpe_nb.training import count_files, count_to_file  # noqa: E402
 
 from cluster_fixtures import (CALL_TIMEOUT, ENCODE_CASES, SPECIALS, big_inputs,  # noqa: E402
                               check_cli_same_outputs, check_encode_files,
-                              check_resume_after_partial_run, corpus, references, same_table,
-                              small_corpus, temp_files, timed, tokenizers, total_rows, tree)
+                              check_resume_after_partial_run, corpus, dead, references,
+                              same_table, small_corpus, temp_files, timed, tokenizers,
+                              total_rows, tree)
 
 _ = (corpus, references, small_corpus, tokenizers)  # module fixtures used by name
 
@@ -186,12 +187,21 @@ def test_word_hashes_are_stable():
     assert got[0] == 198367012849983736  # pinned: a changed hash moves words between shards
 
 
-@pytest.mark.parametrize("tie_break", ["ids", "hf", "first", "bytes"])
-def test_models_identical_to_train_files(client, corpus, tie_break):
-    want = fb.train_files(corpus, 420, tie_break=tie_break, special_tokens=SPECIALS)
-    got = timed(de.train, corpus, 420, tie_break=tie_break, special_tokens=SPECIALS,
-                client=client, n_partitions=2)
-    assert model_to_json(got) == model_to_json(want)
+def test_models_identical_to_train_files(client, corpus, references, tmp_path):
+    """``train`` gives ``fb.train_files``' model file for every tie rule: end to end with
+    ``first`` (the rule that needs the corpus order), the other rules from the counts that
+    run wrote (``counts_output``: ``fastbpe count``'s file), as ``train`` does after
+    counting (``core.train_by``): one cluster counting for the four rules."""
+    want = {rule: fb.train_files(corpus, 420, tie_break=rule, special_tokens=SPECIALS)
+            for rule in ("ids", "hf", "first", "bytes")}
+    got = timed(de.train, corpus, 420, tie_break="first", special_tokens=SPECIALS, client=client,
+                n_partitions=2, counts_output=tmp_path / "counts.arrow")
+    assert model_to_json(got) == model_to_json(want["first"])
+    assert (tmp_path / "counts.arrow").read_bytes() == references.counts_file()
+    table = core.read_counts(tmp_path / "counts.arrow", 0)
+    for rule in ("ids", "hf", "bytes"):
+        got = core.train_from_count_tables(table, 420, tie_break=rule)
+        assert model_to_json(got) == model_to_json(want[rule]), rule
 
 
 @pytest.mark.parametrize("fmt, kind", ENCODE_CASES)
@@ -200,7 +210,7 @@ def test_encode_files_equal_encode_parquet(client, small_corpus, tokenizers, ref
     """Every format, byte-level and SentencePiece-style: the files of one
     ``encode_parquet`` call (inputs at three depths; training-stack formats with small
     shards, a validation split and a BOS), byte for byte; ids equal ``tok.encode`` row by
-    row; a second run skips every file."""
+    row."""
     run = functools.partial(de.encode_files, client=client)
     check_encode_files(run, tokenizers[kind], kind, small_corpus, tmp_path / "dask",
                        references, fmt)
@@ -231,37 +241,6 @@ def test_encode_dataframe_row_aligned(client, corpus, tokenizers, kind):
             assert row is None
         else:
             assert list(row) == tok.encode(text, disallowed_special=())
-
-
-def test_sigkill_worker_during_encode_files(client, corpus, tokenizers, tmp_path):
-    """A worker killed by SIGKILL while it encodes a file: Dask retries the task on a
-    worker, the retry removes the dead writer's temporary file, and the outputs are
-    byte for byte one process's (no lost or duplicated rows, no temporary file left)."""
-    tok = tokenizers["bytes"]
-    big = big_inputs(corpus, tmp_path / "in")
-    encode_parquet(tok, big, tmp_path / "one", special="text")
-    pids = client.run(os.getpid)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        job = pool.submit(de.encode_files, tok, big, tmp_path / "dask", client=client,
-                          special="text")
-        # The victim: the worker writing an output now (the pid in its temporary file's
-        # name), so that the kill lands in the middle of a file.
-        victim, deadline = None, time.monotonic() + CALL_TIMEOUT
-        while victim is None and time.monotonic() < deadline and not job.done():
-            for name in temp_files(tmp_path / "dask"):
-                pid = int(name.split("-")[1])
-                victim = next((w for w, p in pids.items() if p == pid), None)
-            time.sleep(0.002)
-        assert victim is not None, "no worker was seen writing an output"
-        os.kill(pids[victim], signal.SIGKILL)
-        report = job.result(timeout=CALL_TIMEOUT)
-    assert not job.exception()
-    one, dask = tree(tmp_path / "one"), tree(tmp_path / "dask")
-    assert sorted(dask) == sorted(one)
-    assert dask == one
-    assert report["rows"] == total_rows(big)
-    client.wait_for_workers(2, timeout=CALL_TIMEOUT)  # the nanny restarted it
-    assert pids[victim] not in client.run(os.getpid).values()  # it did die mid-job
 
 
 def test_cli_dask_flag_same_outputs(client, corpus, tokenizers, tmp_path):
@@ -295,3 +274,34 @@ def test_cli_dask_refuses_what_it_cannot_run(tmp_path, capsys, flags, message):
                  *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_sigkill_worker_during_encode_files(client, corpus, tokenizers, tmp_path):
+    """A worker killed by SIGKILL while it encodes a file: Dask retries the task on a
+    worker, the retry removes the dead writer's temporary file, and the outputs are
+    byte for byte one process's (no lost or duplicated rows, no temporary file left).
+    Last in the module: the nanny restarts the worker meanwhile (nothing waits for it)."""
+    tok = tokenizers["bytes"]
+    big = big_inputs(corpus, tmp_path / "in")
+    encode_parquet(tok, big, tmp_path / "one", special="text")
+    pids = client.run(os.getpid)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        job = pool.submit(de.encode_files, tok, big, tmp_path / "dask", client=client,
+                          special="text")
+        # The victim: the worker writing an output now (the pid in its temporary file's
+        # name), so that the kill lands in the middle of a file.
+        victim, deadline = None, time.monotonic() + CALL_TIMEOUT
+        while victim is None and time.monotonic() < deadline and not job.done():
+            for name in temp_files(tmp_path / "dask"):
+                pid = int(name.split("-")[1])
+                victim = next((w for w, p in pids.items() if p == pid), None)
+            time.sleep(0.002)
+        assert victim is not None, "no worker was seen writing an output"
+        os.kill(pids[victim], signal.SIGKILL)
+        report = job.result(timeout=CALL_TIMEOUT)
+    assert not job.exception()
+    one, dask = tree(tmp_path / "one"), tree(tmp_path / "dask")
+    assert sorted(dask) == sorted(one)
+    assert dask == one
+    assert report["rows"] == total_rows(big)
+    assert dead(pids[victim])  # it did die mid-job

@@ -7,8 +7,9 @@ with ``count_files``' table, models with ``fb.train_files``' model file text, en
 in every format with one-process ``encode_parquet`` (every output file's bytes) and with
 ``tok.encode`` row by row. One test kills a worker with SIGKILL in the middle of
 ``encode_files``. The corpus, the one-process references and the checks are
-``cluster_fixtures``' (shared with ``test_dask.py``); Ray Data reads the Parquet corpus
-once for the module (``parquet_dataset``).
+``cluster_fixtures``' (shared with ``test_dask.py``). Datasets are built in memory
+(``from_arrow``): a Parquet read costs Ray Data 10-30 s of start-up here, so
+``ray.data.read_parquet`` itself is a slow test.
 """
 
 from __future__ import annotations
@@ -37,10 +38,13 @@ from fastbpe_nb.io.encode_files import encode_parquet  # noqa: E402
 from fastbpe_nb.io.model_file import model_to_json  # noqa: E402
 from fastbpe_nb.training import count_files, count_to_file  # noqa: E402
 
+from presets import build  # noqa: E402
+
 from cluster_fixtures import (CALL_TIMEOUT, ENCODE_CASES, SPECIALS, big_inputs,  # noqa: E402
                               check_cli_same_outputs, check_encode_files,
-                              check_resume_after_partial_run, corpus, references, same_table,
-                              small_corpus, temp_files, timed, tokenizers, total_rows, tree)
+                              check_resume_after_partial_run, corpus, dead, references,
+                              same_table, small_corpus, temp_files, timed, tokenizers,
+                              total_rows, tree)
 
 _ = (corpus, references, small_corpus, tokenizers)  # module fixtures used by name
 
@@ -62,11 +66,11 @@ def ray_session(tokenizers):
 
 
 @pytest.fixture(scope="module")
-def parquet_dataset(ray_session, corpus):
-    """``ray.data.read_parquet`` of the corpus, read once for the module (a Parquet read is
-    Ray Data's slowest start-up here): the tests count it, repartition it and encode it."""
-    ds = ray.data.read_parquet(corpus).select_columns(["text"])
-    return _in_order(ds.materialize)
+def file_dataset(ray_session, corpus):
+    """The corpus as a Ray Dataset of one block per file, in the listing's order (Ray
+    Data's in-memory source: a Parquet read costs Ray Data 10-30 s of start-up here, so
+    the read itself is the slow test ``test_read_parquet_dataset``)."""
+    return ray.data.from_arrow([pq.read_table(f, columns=["text"]) for f in corpus])
 
 
 def _in_order(fn):
@@ -158,31 +162,51 @@ def _dataset_order_texts(ds):
                               for t in b.column("text").to_pylist()])
 
 
-@pytest.mark.parametrize("blocks", ["read_parquet", "row_groups", "repartition"])
-def test_dataset_counts_equal_one_process(parquet_dataset, corpus, blocks):
-    """A Ray Dataset in different block sizes (Ray's Parquet read units, one block per
-    row group, a repartition into a few blocks run lazily inside ``count_words``) counts
-    its rows in its own order exactly: the table one ``WordCounter`` gives over the same
-    rows in that order."""
-    if blocks == "row_groups":
-        tables = [pq.ParquetFile(f).read_row_group(i, columns=["text"]) for f in corpus
-                  for i in range(pq.ParquetFile(f).num_row_groups)]
-        ds = ray.data.from_arrow(tables)
-        want = [t for tb in tables for t in tb.column("text").to_pylist()]
-    else:
-        ds = parquet_dataset if blocks == "read_parquet" else parquet_dataset.repartition(5)
-        want = None
+def _check_dataset_counts(ds, corpus, want=None, several=True):
+    """``count_words(ds)`` is the table one ``WordCounter`` gives over the dataset's rows
+    in its own order (``want``: that order, when the test knows it)."""
     texts = _dataset_order_texts(ds)
     if want is not None:
         assert texts == want
     assert sorted(map(str, texts)) == sorted(map(str, [t for f in corpus for t in
                                                        pq.read_table(f)["text"].to_pylist()]))
     table, report = timed(re_.count_words, ds, column="text", return_report=True)
-    if blocks != "read_parquet":
+    if several:
         assert report["tasks"] > 1
     reference = core.count_batch("gpt2", pa.array(texts, pa.large_string()), 0)
     same_table(table, core.table_arrays(reference))
     assert report["documents"] == sum(t is not None for t in texts)
+
+
+@pytest.mark.parametrize("blocks", ["files", "row_groups", "repartition"])
+def test_dataset_counts_equal_one_process(file_dataset, corpus, blocks):
+    """A Ray Dataset in different block sizes (a file, a row group, a repartition into a
+    few blocks run lazily inside ``count_words``) counts its rows in its own order
+    exactly: the table one ``WordCounter`` gives over the same rows in that order."""
+    if blocks == "row_groups":
+        tables = [pq.ParquetFile(f).read_row_group(i, columns=["text"]) for f in corpus
+                  for i in range(pq.ParquetFile(f).num_row_groups)]
+        ds = ray.data.from_arrow(tables)
+        want = [t for tb in tables for t in tb.column("text").to_pylist()]
+    elif blocks == "files":
+        ds, want = file_dataset, [t for f in corpus for t in pq.read_table(f)["text"].to_pylist()]
+    else:
+        ds, want = file_dataset.repartition(5), None
+    _check_dataset_counts(ds, corpus, want)
+
+
+@pytest.mark.slow  # Ray Data's Parquet start-up (10-30 s); the block handling is the fast cases'
+def test_read_parquet_dataset(ray_session, corpus):
+    """``ray.data.read_parquet`` as users write it (lazy: read inside ``count_words``, in
+    Ray's Parquet read units), counted and encoded."""
+    ds = ray.data.read_parquet(corpus).select_columns(["text"])
+    _check_dataset_counts(ds, corpus, several=False)
+    tok = build("gpt2-bytes")
+    rows = timed(re_.encode_dataset(ds, tok, column="text", disallowed_special=()).take_all)
+    assert len(rows) == total_rows(corpus)
+    for row in rows:
+        assert (row["ids"] is None if row["text"] is None else
+                list(row["ids"]) == tok.encode(row["text"], disallowed_special=()))
 
 
 def test_dataset_without_the_column(ray_session):
@@ -193,12 +217,21 @@ def test_dataset_without_the_column(ray_session):
         re_.count_words(ds, column="body", on_bad_input="skip")
 
 
-@pytest.mark.parametrize("tie_break", ["ids", "hf", "first", "bytes"])
-def test_models_identical_to_train_files(ray_session, corpus, tie_break):
-    want = fb.train_files(corpus, 420, tie_break=tie_break, special_tokens=SPECIALS)
-    got = timed(re_.train, corpus, 420, tie_break=tie_break, special_tokens=SPECIALS,
-                n_partitions=2)
-    assert model_to_json(got) == model_to_json(want)
+def test_models_identical_to_train_files(ray_session, corpus, references, tmp_path):
+    """``train`` gives ``fb.train_files``' model file for every tie rule: end to end with
+    ``first`` (the rule that needs the corpus order), the other rules from the counts that
+    run wrote (``counts_output``: ``fastbpe count``'s file), as ``train`` does after
+    counting (``core.train_by``): one cluster counting for the four rules."""
+    want = {rule: fb.train_files(corpus, 420, tie_break=rule, special_tokens=SPECIALS)
+            for rule in ("ids", "hf", "first", "bytes")}
+    got = timed(re_.train, corpus, 420, tie_break="first", special_tokens=SPECIALS,
+                n_partitions=2, counts_output=tmp_path / "counts.arrow")
+    assert model_to_json(got) == model_to_json(want["first"])
+    assert (tmp_path / "counts.arrow").read_bytes() == references.counts_file()
+    table = core.read_counts(tmp_path / "counts.arrow", 0)
+    for rule in ("ids", "hf", "bytes"):
+        got = core.train_from_count_tables(table, 420, tie_break=rule)
+        assert model_to_json(got) == model_to_json(want[rule]), rule
 
 
 @pytest.mark.parametrize("fmt, kind", ENCODE_CASES)
@@ -207,7 +240,7 @@ def test_encode_files_equal_encode_parquet(ray_session, small_corpus, tokenizers
     """Every format, byte-level and SentencePiece-style: the files of one
     ``encode_parquet`` call (inputs at three depths; training-stack formats with small
     shards, a validation split and a BOS), byte for byte; ids equal ``tok.encode`` row by
-    row; a second run skips every file."""
+    row."""
     check_encode_files(re_.encode_files, tokenizers[kind], kind, small_corpus,
                        tmp_path / "ray", references, fmt)
 
@@ -217,12 +250,12 @@ def test_resume_after_partial_run(ray_session, small_corpus, tokenizers, referen
                                    tmp_path / "ray", references)
 
 
-def test_encode_dataset_row_aligned(parquet_dataset, corpus, tokenizers):
+def test_encode_dataset_row_aligned(file_dataset, corpus, tokenizers):
     """The ids columns sit beside their text, row by row, in small batches; nulls stay
     null. Both tokenizers in one pipeline (one Ray Data run): ``ids`` (the default
     name) byte-level, ``sp_ids`` SentencePiece-style."""
     names = {"bytes": "ids", "sentencepiece": "sp_ids"}
-    out = parquet_dataset
+    out = file_dataset
     for kind, name in names.items():
         out = re_.encode_dataset(out, tokenizers[kind], column="text", disallowed_special=(),
                                  batch_size=500, **({} if name == "ids" else
@@ -247,7 +280,7 @@ def test_sigkill_worker_during_encode_files(ray_session, corpus, tokenizers, tmp
     duplicated rows, no temporary file left)."""
     tok = tokenizers["bytes"]
     big = big_inputs(corpus, tmp_path / "in")
-    options = dict(special="text", format="megatron", shard_size="256k", val_fraction=0.1)
+    options = dict(special="text", format="megatron", shard_size="64k", val_fraction=0.1)
     encode_parquet(tok, big, tmp_path / "one", **options)
     me = os.getpid()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -269,8 +302,7 @@ def test_sigkill_worker_during_encode_files(ray_session, corpus, tokenizers, tmp
     assert got == one
     assert report["rows"] == total_rows(big)
     assert report["stale_temp_files_removed"] >= 1  # the retry cleaned the dead writer's files
-    with pytest.raises(ProcessLookupError):
-        os.kill(victim, 0)  # it did die mid-job
+    assert dead(victim)  # it did die mid-job
 
 
 def test_num_threads_beyond_a_node_refused(ray_session, corpus):

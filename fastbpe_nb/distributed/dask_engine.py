@@ -225,9 +225,13 @@ class TokenizerPlugin(WorkerPlugin):
     """A worker plugin holding one tokenizer: each worker unpickles it once (workers that
     join or restart later too) and warms its encode kernels before running tasks."""
 
+    #: Named by the model's SHA-256: registering the same tokenizer again (another
+    #: ``encode_files`` call) keeps the installed one instead of shipping and warming it anew.
+    idempotent = True
+
     def __init__(self, tok, key, num_threads):
         self.tok, self.key, self.num_threads = tok, key, num_threads
-        self.name = f"fastbpe-tokenizer-{key[:16]}"
+        self.name = f"fastbpe-tokenizer-{key}"
 
     def setup(self, worker=None):
         _WORKER_TOKENIZERS[self.key] = self.tok
