@@ -41,6 +41,10 @@ from cluster_fixtures import (CALL_TIMEOUT, ENCODE_CASES, SPECIALS, big_inputs, 
 
 _ = (corpus, references, small_corpus, tokenizers)  # module fixtures used by name
 
+#: One LocalCluster for the module: under ``pytest -n 2 --dist loadgroup`` (``make test``)
+#: all its tests run in one xdist worker instead of each worker starting its own.
+pytestmark = pytest.mark.xdist_group("dask")
+
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory, tokenizers):

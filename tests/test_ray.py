@@ -48,6 +48,10 @@ from cluster_fixtures import (CALL_TIMEOUT, ENCODE_CASES, SPECIALS, big_inputs, 
 
 _ = (corpus, references, small_corpus, tokenizers)  # module fixtures used by name
 
+#: One Ray instance for the module: under ``pytest -n 2 --dist loadgroup`` (``make test``)
+#: all its tests run in one xdist worker instead of each worker starting its own.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.fixture(scope="module")
 def ray_session(tokenizers):
