@@ -77,16 +77,6 @@ def file_dataset(ray_session, corpus):
     return ray.data.from_arrow([pq.read_table(f, columns=["text"]) for f in corpus])
 
 
-def _in_order(fn):
-    """``fn()`` with Ray Data's ``preserve_order`` set (the dataset's own order)."""
-    ctx = ray.data.DataContext.get_current().execution_options
-    before, ctx.preserve_order = ctx.preserve_order, True
-    try:
-        return fn()
-    finally:
-        ctx.preserve_order = before
-
-
 def test_local_ray_is_loopback_and_imports_this_checkout(ray_session):
     """Every port Ray listens on is on 127.0.0.1 (nothing on all interfaces), and the
     workers run this checkout's fastbpe_nb (not another installed copy)."""
@@ -161,9 +151,15 @@ def test_bad_file_skipped_and_reported(ray_session, corpus, tmp_path):
 
 
 def _dataset_order_texts(ds):
-    """The dataset's texts in its own order (``preserve_order``)."""
-    return _in_order(lambda: [t for b in ds.iter_batches(batch_format="pyarrow", batch_size=None)
-                              for t in b.column("text").to_pylist()])
+    """The dataset's texts in its own order (``preserve_order`` set on the dataset's own
+    context, which is where execution reads it, not on the current one)."""
+    ctx = ds.context.execution_options
+    before, ctx.preserve_order = ctx.preserve_order, True
+    try:
+        return [t for b in ds.iter_batches(batch_format="pyarrow", batch_size=None)
+                for t in b.column("text").to_pylist()]
+    finally:
+        ctx.preserve_order = before
 
 
 def _check_dataset_counts(ds, corpus, want=None, several=True):
