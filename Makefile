@@ -24,11 +24,13 @@ demo: $(DEMO_STAMP)
 	$(VENV)/bin/fastbpe demo
 
 # The CI command. Two workers; Numba's cache makes the second run of a kernel free.
+# loadgroup: the tests of a module marked xdist_group (one Dask or Ray cluster each) run in
+# one worker, so each cluster starts once, not once per worker.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -q -m "not slow"
+	$(PY) -m pytest -n 2 --dist loadgroup -q -m "not slow"
 
 test-all: $(STAMP)
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 # Token files read by the training stacks' own readers that need PyTorch (CPU wheels).
 test-formats: $(STAMP)
@@ -37,7 +39,7 @@ test-formats: $(STAMP)
 
 # The whole suite with the kernels running as plain Python (slow; not in CI).
 test-nojit: $(STAMP)
-	NUMBA_DISABLE_JIT=1 $(PY) -m pytest -n 2 -q -m "not slow"
+	NUMBA_DISABLE_JIT=1 $(PY) -m pytest -n 2 --dist loadgroup -q -m "not slow"
 
 ASV := cd benchmarks && ../$(VENV)/bin/asv
 N ?= 5

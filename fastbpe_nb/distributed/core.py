@@ -383,6 +383,26 @@ def train_from_count_tables(tables, vocab_size=None, *, min_word_count=1, return
     return (tok, report) if return_report else tok
 
 
+def train_by(count_words, data, vocab_size=None, *, column="text", min_word_count=1,
+             counts_output=None, n_partitions=None, return_report=False, num_threads=None,
+             progress=False, read_options=None, **options):
+    """Train with an engine's ``count_words`` (its connection bound): the options are
+    checked before any work, the corpus counted on the cluster (``counts_output``: also
+    write the counts file), then the merge loop runs here (``train_from_count_tables``).
+    ``options`` are ``train_files``'; ``read_options`` go to the file readers."""
+    opts = check_train_options(vocab_size, num_threads=num_threads, progress=progress,
+                               **options)  # before any work
+    table, report = count_words(data, column, pattern=opts.pattern,
+                                special_tokens=opts.special_tokens, num_threads=num_threads,
+                                n_partitions=n_partitions, output=counts_output,
+                                progress=progress, return_report=True, **(read_options or {}))
+    tok, train_report = train_from_count_tables(
+        table, vocab_size, min_word_count=min_word_count, return_report=True, progress=progress,
+        num_threads=num_threads, **options)
+    report.update(train_report)
+    return (tok, report) if return_report else tok
+
+
 def _prune(word_bytes, offsets, counts, min_word_count, report):
     """The table without words counted fewer than ``min_word_count`` times, order kept."""
     from ..kernels.count import prune_words
@@ -412,38 +432,49 @@ def sum_read_reports(reports) -> dict:
     return total
 
 
-def output_folders(inputs, output, format):
-    """``[(input, folder)]``: the folder to give ``encode_parquet`` for each input alone so
-    that its output lands where one ``encode_parquet(inputs, output)`` call puts it."""
+def plan_encode(tok, inputs, output, options):
+    """``(jobs, ignored, removed)``: what one ``encode_parquet(tok, inputs, output,
+    **options)`` call would encode, planned on the client before any task runs.
+
+    The options are checked first (the errors one process raises, before any output);
+    the jobs are ``plan_jobs``' over all the inputs, so each carries its output path
+    relative to the whole output folder: a task encoding one job (``encode_planned``)
+    writes the files one process writes for it, training-stack shard names and
+    validation split included. As one process does, the output folder is checked and
+    made, and the stale temporary files of killed runs under it are removed
+    (``removed``: how many).
+    """
     from ..errors import ClusterError
-    from ..io.encode_files import FORMATS
+    from ..io.atomic import check_writable, remove_stale_temps
+    from ..io.encode_files import prepare
     from ..io.encode_plan import check_not_over_inputs, plan_jobs
 
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
-    jobs, ignored, specs = plan_jobs(inputs, output, format)
-    check_not_over_inputs(jobs, specs, os.fspath(output))
-    pairs = []
-    for job in jobs:
-        rel = os.path.relpath(job.outs[0], output)
-        folder = os.path.join(os.fspath(output), os.path.dirname(rel))
-        if format not in ("parquet", "bin") and os.path.dirname(rel):
-            # Training-stack formats name shards and draw the validation split from the
-            # path relative to the output folder: one file alone would see another one.
-            raise ClusterError(
-                f"format={format!r} on a cluster needs the inputs in one folder ({job.path} "
-                f"is encoded to the subfolder {os.path.dirname(rel)!r}); use 'parquet' or "
-                "'bin', or encode each folder into its own output")
-        pairs.append((job.path, folder))
-    return pairs, ignored
+    if options.get("count_only"):
+        raise ClusterError("encode_files writes outputs: count_only is not supported on a "
+                           "cluster")
+    prepare(tok, output, **{k: v for k, v in options.items() if k != "resume"})
+    output = os.fspath(output)
+    jobs, ignored, specs = plan_jobs(inputs, output, options.get("format", "parquet"))
+    check_not_over_inputs(jobs, specs, output)
+    check_writable(output, create=True)
+    return jobs, ignored, len(remove_stale_temps(output, recursive=True))
 
 
-def sum_encode_reports(reports, ignored) -> dict:
-    """The reports of ``encode_parquet`` on one file each, added up (lists joined, in
-    order); ``ignored``: the files the listing ignored."""
+def encode_job(tok, job, output, options) -> dict:
+    """Encode one planned job (``plan_encode``) in a task: ``encode_parquet``'s report of
+    that file alone."""
+    from ..io.encode_files import encode_planned
+
+    return encode_planned(tok, [job], output, **options)
+
+
+def sum_encode_reports(reports, ignored, removed=0) -> dict:
+    """The reports of the tasks (one file each) added up (lists joined, in order);
+    ``ignored``: the files the listing ignored, ``removed``: the stale temporary files the
+    client removed before the tasks ran."""
     total = {"files": [], "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
              "skipped_complete": [], "reencoded": [], "ignored_files": list(ignored),
-             "stale_temp_files_removed": 0, "encoder_calls": 0, "seconds": 0.0}
+             "stale_temp_files_removed": removed, "encoder_calls": 0, "seconds": 0.0}
     for rep in reports:
         for k in ("files", "skipped_complete", "reencoded"):
             total[k].extend(rep[k])

@@ -9,9 +9,10 @@ gathers the counts tables. Results equal one process byte for byte:
   place in the listing; each task's table is cut into hash shards, shard i of every task is
   merged by reduction task i, and the client joins the shards in first-occurrence order.
 * ``train``: the same counting, then ``core.train_from_count_tables`` on the client.
-* ``encode_files``: one task per input file calling ``encode_parquet`` on that file into the
-  folder where one ``encode_parquet`` over all inputs puts its output (same files, atomic
-  writes, resume, stale temporary files of killed workers removed by the retry).
+* ``encode_files``: the client plans one ``encode_parquet`` call over all the inputs
+  (``core.plan_encode``), and one task per input file encodes its planned output
+  (``encode_planned``: same files in every format, atomic writes, resume, stale temporary
+  files of killed workers removed by the retry).
 * ``encode_dataframe``: an ids column (``list<int32>``, nulls kept) per partition.
 
 The tokenizer reaches each worker once, in a worker plugin (also on workers that join or
@@ -208,32 +209,29 @@ def _tree_reduce(client, futures, fan_in=8):
     return futures[0]
 
 
-def train(data, vocab_size=None, *, column="text", client=None, min_word_count=1,
-          counts_output=None, n_partitions=None, return_report=False, num_threads=None,
-          progress=False, read_options=None, **options):
+def train(data, vocab_size=None, *, client=None, **options):
     """Train on the cluster: a model byte-identical to ``fb.train_files`` on the same files
     (every tie rule). Counting runs on the workers (``count_words``), the merge loop on the
-    client. ``options`` are ``train_files``'; ``read_options`` go to the file readers."""
-    opts = core.check_train_options(vocab_size, num_threads=num_threads, progress=progress,
-                                    **options)  # before any work
-    table, report = count_words(data, column, client=client, pattern=opts.pattern,
-                                special_tokens=opts.special_tokens, num_threads=num_threads,
-                                n_partitions=n_partitions, output=counts_output,
-                                progress=progress, return_report=True, **(read_options or {}))
-    tok, train_report = core.train_from_count_tables(
-        table, vocab_size, min_word_count=min_word_count, return_report=True, progress=progress,
-        num_threads=num_threads, **options)
-    report.update(train_report)
-    return (tok, report) if return_report else tok
+    client. ``options``: ``core.train_by``'s (``column``, ``min_word_count``,
+    ``counts_output``, ``n_partitions``, ``return_report``, ``num_threads``, ``progress``,
+    ``read_options``) and ``train_files``' (``tie_break``, ``special_tokens``, ...)."""
+    import functools
+
+    return core.train_by(functools.partial(count_words, client=client), data, vocab_size,
+                         **options)
 
 
 class TokenizerPlugin(WorkerPlugin):
     """A worker plugin holding one tokenizer: each worker unpickles it once (workers that
     join or restart later too) and warms its encode kernels before running tasks."""
 
+    #: Named by the model's SHA-256: registering the same tokenizer again (another
+    #: ``encode_files`` call) keeps the installed one instead of shipping and warming it anew.
+    idempotent = True
+
     def __init__(self, tok, key, num_threads):
         self.tok, self.key, self.num_threads = tok, key, num_threads
-        self.name = f"fastbpe-tokenizer-{key[:16]}"
+        self.name = f"fastbpe-tokenizer-{key}"
 
     def setup(self, worker=None):
         _WORKER_TOKENIZERS[self.key] = self.tok
@@ -265,41 +263,33 @@ def _worker_tokenizer(key):
     return tok
 
 
-def _encode_file_task(key, path, output, options):
-    from ..io.encode_files import encode_parquet
-
-    return encode_parquet(_worker_tokenizer(key), [path], output, **options)
+def _encode_file_task(key, job, output, options):
+    return core.encode_job(_worker_tokenizer(key), job, output, options)
 
 
 def encode_files(tok, inputs, output, *, format="parquet", resume=True, client=None,
                  num_threads=None, progress=False, **options):
     """Encode Parquet/Arrow files on the cluster, one task per input file.
 
-    Each task runs ``encode_parquet`` on its file, so the outputs, their atomic writes and
-    ``resume`` are ``fastbpe encode``'s; they land at the same paths as one
-    ``encode_parquet(tok, inputs, output)`` call (``core.output_folders``). A worker killed
-    mid-file is retried by Dask; the retry removes the dead writer's temporary file.
-    Returns the report of ``encode_parquet``, summed over the files (in input order).
+    The files are ``encode_parquet(tok, inputs, output, format=format, **options)``'s, byte
+    for byte, in every format (training-stack shards and validation split included, inputs
+    in subfolders too): the client plans the whole call (``core.plan_encode``: options
+    checked, output paths relative to the whole output folder) and each task encodes one
+    planned file (``encode_planned``) with its atomic writes and ``resume``. A worker
+    killed mid-file is retried by Dask; the retry removes the dead writer's temporary
+    files. Returns the report of ``encode_parquet``, summed over the files (in input order).
     """
-    from ..io.atomic import check_writable
     from ..validation import check_num_threads
 
-    from ..errors import ClusterError
-
-    if options.get("count_only"):
-        raise ClusterError("encode_files writes outputs: count_only is not supported on a "
-                           "cluster")
     client = _client(client)
     num_threads = check_num_threads(num_threads) or task_threads(client)
-    pairs, ignored = core.output_folders(inputs, output, format)
-    check_writable(os.fspath(output), create=True)
-    key = ship_tokenizer(client, tok, num_threads)
     options = dict(options, format=format, resume=resume, num_threads=num_threads)
-    futures = [client.submit(_encode_file_task, key, path, folder, options, pure=False)
-               for path, folder in pairs]
+    jobs, ignored, removed = core.plan_encode(tok, inputs, output, options)
+    key = ship_tokenizer(client, tok, num_threads)
+    futures = [client.submit(_encode_file_task, key, job, os.fspath(output), options,
+                             pure=False) for job in jobs]
     _bar(futures, progress, "encoding")
-    reports = client.gather(futures)
-    return core.sum_encode_reports(reports, ignored)
+    return core.sum_encode_reports(client.gather(futures), ignored, removed)
 
 
 def _encode_frame_task(series, key, num_threads, allowed, disallowed):

@@ -11,10 +11,11 @@ process byte for byte:
   shard i of every task is merged in a tree of reduction tasks, and the driver joins the
   shards in first-occurrence order.
 * ``train``: the same counting, then ``core.train_from_count_tables`` on the driver.
-* ``encode_files``: one task per input file calling ``encode_parquet`` on that file into the
-  folder where one ``encode_parquet`` over all inputs puts its output (same files, atomic
-  writes, resume); a task whose worker dies is retried (``max_retries``), and the retry
-  removes the dead writer's temporary file.
+* ``encode_files``: the driver plans one ``encode_parquet`` call over all the inputs
+  (``core.plan_encode``), and one task per input file encodes its planned output
+  (``encode_planned``: same files in every format, atomic writes, resume); a task whose
+  worker dies is retried (``max_retries``), and the retry removes the dead writer's
+  temporary files.
 * ``encode_dataset``: the dataset with an ids column (``list<int32>``, nulls kept), added by
   ``map_batches`` over pyarrow batches (tasks, no fixed actor pool), so row-aligned.
 
@@ -254,23 +255,13 @@ def count_words(data, column="text", *, pattern="gpt2", special_tokens=(), num_t
     return (table, report) if return_report else table
 
 
-def train(data, vocab_size=None, *, column="text", min_word_count=1, counts_output=None,
-          n_partitions=None, return_report=False, num_threads=None, progress=False,
-          read_options=None, **options):
+def train(data, vocab_size=None, **options):
     """Train on the Ray cluster: a model byte-identical to ``fb.train_files`` on the same
     files (every tie rule). Counting runs in tasks (``count_words``), the merge loop on the
-    driver. ``options`` are ``train_files``'; ``read_options`` go to the file readers."""
-    opts = core.check_train_options(vocab_size, num_threads=num_threads, progress=progress,
-                                    **options)  # before any work
-    table, report = count_words(data, column, pattern=opts.pattern,
-                                special_tokens=opts.special_tokens, num_threads=num_threads,
-                                n_partitions=n_partitions, output=counts_output,
-                                progress=progress, return_report=True, **(read_options or {}))
-    tok, train_report = core.train_from_count_tables(
-        table, vocab_size, min_word_count=min_word_count, return_report=True, progress=progress,
-        num_threads=num_threads, **options)
-    report.update(train_report)
-    return (tok, report) if return_report else tok
+    driver. ``options``: ``core.train_by``'s (``column``, ``min_word_count``,
+    ``counts_output``, ``n_partitions``, ``return_report``, ``num_threads``, ``progress``,
+    ``read_options``) and ``train_files``' (``tie_break``, ``special_tokens``, ...)."""
+    return core.train_by(count_words, data, vocab_size, **options)
 
 
 def ship_tokenizer(tok):
@@ -308,42 +299,35 @@ def _prime(key, holder, num_threads):
 
 
 @ray.remote
-def _encode_file_task(key, holder, path, folder, options):
-    from ..io.encode_files import encode_parquet
-
+def _encode_file_task(key, holder, job, output, options):
     tok = _worker_tokenizer(key, holder, options["num_threads"])
-    return encode_parquet(tok, [path], folder, **options)
+    return core.encode_job(tok, job, output, options)
 
 
 def encode_files(tok, inputs, output, *, format="parquet", resume=True, num_threads=None,
                  progress=False, max_retries=MAX_RETRIES, **options):
     """Encode Parquet/Arrow files on the Ray cluster, one task per input file.
 
-    Each task runs ``encode_parquet`` on its file, so the outputs, their atomic writes and
-    ``resume`` are ``fastbpe encode``'s; they land at the same paths as one
-    ``encode_parquet(tok, inputs, output)`` call (``core.output_folders``). A task whose
-    worker dies mid-file is retried up to ``max_retries`` times; the retry removes the dead
-    writer's temporary file. Returns the report of ``encode_parquet``, summed over the files
-    (in input order).
+    The files are ``encode_parquet(tok, inputs, output, format=format, **options)``'s, byte
+    for byte, in every format (training-stack shards and validation split included, inputs
+    in subfolders too): the driver plans the whole call (``core.plan_encode``) and each
+    task encodes one planned file (``encode_planned``) with its atomic writes and
+    ``resume``. A task whose worker dies mid-file is retried up to ``max_retries`` times;
+    the retry removes the dead writer's temporary files. Returns the report of
+    ``encode_parquet``, summed over the files (in input order).
     """
-    from ..io.atomic import check_writable
-
-    if options.get("count_only"):
-        raise ClusterError("encode_files writes outputs: count_only is not supported on a "
-                           "cluster")
     num_threads = task_threads(num_threads)
-    pairs, ignored = core.output_folders(inputs, output, format)
-    check_writable(os.fspath(output), create=True)
+    options = dict(options, format=format, resume=resume, num_threads=num_threads)
+    jobs, ignored, removed = core.plan_encode(tok, inputs, output, options)
     key, holder = ship_tokenizer(tok)
     _prime(key, holder, num_threads)
-    options = dict(options, format=format, resume=resume, num_threads=num_threads)
     # retry_exceptions=False: a task that raises (bad input) fails at once; only a dead
     # worker is retried.
     task = _encode_file_task.options(num_cpus=num_threads, max_retries=max_retries,
                                      retry_exceptions=False)
-    refs = [task.remote(key, holder, path, folder, options) for path, folder in pairs]
+    refs = [task.remote(key, holder, job, os.fspath(output), options) for job in jobs]
     _bar(refs, progress, "encoding")
-    return core.sum_encode_reports(_get(refs), ignored)
+    return core.sum_encode_reports(_get(refs), ignored, removed)
 
 
 def _encode_batch(batch, *, key, holder, column, output_column, num_threads, allowed,

@@ -14,6 +14,9 @@
 * ``encode_inputs`` reads the input tables as slices; ``encode_one_file`` encodes one file
   into its output.
 
+``prepare`` checks and resolves the options; ``encode_planned`` encodes some of the jobs
+of a whole call's plan exactly as the call would (the cluster engines' per-file tasks).
+
 Output forms:
 
 * ``format="parquet"``: ``<stem>.parquet`` with one row per input row, in order, the ids as a
@@ -113,6 +116,59 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         ``ignored_files``, ``stale_temp_files_removed``, ``encoder_calls``, ``seconds``,
         ``mb_per_second``.
     """
+    prep = prepare(tok, output, column=column, format=format, dtype=dtype,
+                   keep_columns=keep_columns, special=special, separator=separator,
+                   count_only=count_only, num_threads=num_threads, bos=bos,
+                   shard_size=shard_size, val_fraction=val_fraction, seed=seed,
+                   concat_tokens=concat_tokens, ids_column=ids_column,
+                   token_count_column=token_count_column)
+    jobs, ignored, specs = plan_jobs(inputs, None if count_only else output, format)
+    removed = 0
+    if not count_only:
+        output = os.fspath(output)
+        check_not_over_inputs(jobs, specs, output)
+        check_writable(output, create=True)
+        removed = len(remove_stale_temps(output, recursive=True))
+    return _encode_jobs(tok, jobs, output, prep, resume, progress, ignored, removed)
+
+
+def encode_planned(tok, jobs, output, resume=False, **options):
+    """Encode some of the jobs of one ``encode_parquet`` call exactly as that call does.
+
+    ``jobs``: ``encode_plan.Job`` values from ``plan_jobs(inputs, output, format)`` over
+    *all* the call's inputs (what decides each output's path, and so the training-stack
+    formats' shard names and validation split); ``options``: ``encode_parquet``'s. The
+    outputs of these jobs are byte for byte the ones ``encode_parquet(tok, inputs, output,
+    **options)`` writes for them. The cluster engines run one job per task on their
+    workers (``fastbpe_nb.distributed``); the caller checks the whole plan
+    (``check_not_over_inputs``, ``check_writable``) once before. Stale temporary files
+    are removed only in the folders these jobs write to (a retried task cleans what its
+    killed attempt left), not in the whole output tree.
+    """
+    if options.get("count_only"):
+        raise EncodeOptionsError("encode_planned writes outputs: count_only is not supported")
+    prep = prepare(tok, output, **options)
+    output = os.fspath(output)
+    removed = 0
+    for folder in sorted({f for job in jobs for f in job_folders(job, output, prep)}):
+        removed += len(remove_stale_temps(folder))
+    return _encode_jobs(tok, jobs, output, prep, resume, False, [], removed)
+
+
+class Prepared:
+    """``encode_parquet``'s options, checked, with what they resolve to (the id type,
+    the separator and BOS ids, the special-token sets, the identity record's settings)."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def prepare(tok, output, column="text", format="parquet", dtype=None, keep_columns=(),
+            special="error", separator=None, count_only=False, num_threads=None, bos=None,
+            shard_size=None, val_fraction=0.0, seed=0, concat_tokens=None, ids_column="ids",
+            token_count_column=None, progress=False) -> Prepared:
+    """Check ``encode_parquet``'s options before any output exists (ValueError /
+    ``EncodeOptionsError`` naming the option) and resolve them (``Prepared``)."""
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     from ..validation import check_num_threads
@@ -154,15 +210,6 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         raise EncodeOptionsError(f"val_fraction must be a number in [0, 1), not {val_fraction!r}")
     if output is None and not count_only:
         raise EncodeOptionsError("an output folder is needed (or count_only=True)")
-    jobs, ignored, specs = plan_jobs(inputs, None if count_only else output, format)
-    report = {"files": [], "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
-              "skipped_complete": [], "reencoded": [], "ignored_files": ignored,
-              "stale_temp_files_removed": 0, "encoder_calls": 0}
-    if not count_only:
-        output = os.fspath(output)
-        check_not_over_inputs(jobs, specs, output)
-        check_writable(output, create=True)
-        report["stale_temp_files_removed"] = len(remove_stale_temps(output, recursive=True))
     settings = {"layout": LAYOUT_VERSION, "format": format, "column": column,
                 "dtype": np_dtype.name, "separator_id": sep_id, "special": special,
                 "keep_columns": keep, "model_sha256": None if count_only else model_sha256(tok)}
@@ -173,7 +220,37 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
         # Recorded only when used, so that outputs of earlier versions stay resumable.
         settings.update(bos_id=bos_id, ids_column=ids_column,
                         token_count_column=token_count_column)
-    n_threads = num_threads or os.cpu_count() or 1
+    return Prepared(format=format, column=column, keep=keep, allowed=allowed,
+                    disallowed=disallowed, flat=flat, np_dtype=np_dtype, sep_id=sep_id,
+                    bos_id=bos_id, shard_bytes=shard_bytes, val_fraction=float(val_fraction),
+                    seed=int(seed), concat_tokens=concat_tokens, count_only=count_only,
+                    n_threads=num_threads or os.cpu_count() or 1, settings=settings)
+
+
+def _sink(job, output, prep):
+    """The ``TokenSink`` of a training-stack format's job (its base: the job's output path
+    relative to the output folder, without the marker's extension)."""
+    fmt = prep.format
+    base = os.path.relpath(job.outs[0], output)[: -len(f".{fmt}.json")]
+    args = (fmt, output, base, prep.np_dtype, prep.sep_id, prep.bos_id, prep.shard_bytes,
+            prep.val_fraction, prep.seed, prep.settings["model_sha256"])
+    return (StreamTokenSink(*args, concat_tokens=prep.concat_tokens)
+            if fmt in STREAM_FORMATS else TokenSink(*args))
+
+
+def job_folders(job, output, prep) -> list[str]:
+    """The folders ``job``'s output files are written into (their temporary files too)."""
+    if prep.flat:
+        return _sink(job, output, prep).folders()
+    return [os.path.dirname(os.path.abspath(job.outs[0]))]
+
+
+def _encode_jobs(tok, jobs, output, prep, resume, progress, ignored, removed):
+    """Encode ``jobs`` (planned) with the checked options ``prep``; the report dict."""
+    report = {"files": [], "rows": 0, "null_rows": 0, "tokens": 0, "bytes": 0,
+              "skipped_complete": [], "reencoded": [], "ignored_files": ignored,
+              "stale_temp_files_removed": removed, "encoder_calls": 0}
+    settings, fmt, count_only = prep.settings, prep.format, prep.count_only
     bar = None
     if progress:
         from ..progress import progress_bar
@@ -186,7 +263,7 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
             record = dict(settings, input=dict(input_identity(job.path),
                                                path=os.path.abspath(job.path)))
             if resume and job.outs:
-                complete, reason = output_complete(job, format, record)
+                complete, reason = output_complete(job, fmt, record)
                 if complete:
                     report["skipped_complete"].append(job.path)
                     if bar is not None:
@@ -195,16 +272,10 @@ def encode_parquet(tok, inputs, output, column="text", format="parquet", dtype=N
                 if reason is not None:
                     report["reencoded"].append({"path": job.path, "output": job.outs[0],
                                                 "reason": reason})
-            sink = None
-            if flat and not count_only:
-                base = os.path.relpath(job.outs[0], output)[: -len(f".{format}.json")]
-                args = (format, output, base, np_dtype, sep_id, bos_id, shard_bytes,
-                        float(val_fraction), int(seed), settings["model_sha256"])
-                sink = (StreamTokenSink(*args, concat_tokens=concat_tokens)
-                        if format in STREAM_FORMATS else TokenSink(*args))
-            file_report = encode_one(tok, job, column, keep, format, np_dtype, sep_id,
-                                     allowed, disallowed, n_threads, count_only, bar, record,
-                                     sink)
+            sink = _sink(job, output, prep) if prep.flat and not count_only else None
+            file_report = encode_one(tok, job, prep.column, prep.keep, fmt, prep.np_dtype,
+                                     prep.sep_id, prep.allowed, prep.disallowed, prep.n_threads,
+                                     count_only, bar, record, sink)
             report["files"].append(file_report)
             for key in ("rows", "null_rows", "tokens", "bytes", "encoder_calls"):
                 report[key] += file_report[key]

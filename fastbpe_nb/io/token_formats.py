@@ -227,6 +227,10 @@ class _Split:
         self.done: list[_Shard] = []
         self.shard: _Shard | None = None
 
+    def folder_path(self) -> str:
+        """The folder of this split's shards."""
+        return os.path.dirname(self.sink.data_file(self.split, 0))
+
     def _open(self):
         self.shard = _Shard(self.sink.fmt, self.sink.data_path(self.split, len(self.done)),
                             self.sink.dtype)
@@ -308,7 +312,13 @@ class TokenSink:
         self.splits = {s: self.split_class(self, s) for s in names}
 
     def data_path(self, split: str, k: int) -> str:
-        """The id file of shard ``k`` of ``split``."""
+        """The id file of shard ``k`` of ``split`` (its folder created)."""
+        path = self.data_file(split, k)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    def data_file(self, split: str, k: int) -> str:
+        """The path of the id file of shard ``k`` of ``split``."""
         sharded = self.shard_bytes is not None
         if self.fmt == "nanogpt":
             name = split + (f"_{k:05d}" if sharded else "") + ".bin"
@@ -319,8 +329,13 @@ class TokenSink:
             root = os.path.join(self.output, split) if self.val_fraction > 0 else self.output
             ext = ".bin" if self.fmt == "megatron" else ".ds"
             path = os.path.join(root, self.base_rel + (f"_{k:05d}" if sharded else "") + ext)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         return path
+
+    def folders(self) -> list[str]:
+        """Every folder this output writes into: its marker's and each split's shards'."""
+        found = {os.path.dirname(os.path.abspath(self.marker))}
+        found.update(os.path.abspath(s.folder_path()) for s in self.splits.values())
+        return sorted(found)
 
     def write_slice(self, ids, offsets, valid, row0) -> None:
         """Write a slice's documents (``encode_batch_flat`` output; rows from ``row0``)."""

@@ -216,10 +216,15 @@ class _StreamSplit:
         self.carry = np.zeros(0, sink.dtype)  # concat mode: the ids of the unfinished sample
         self.carry_docs = 0  # documents whose separator is in ``carry``
 
-    def folder(self) -> str:
+    def folder_path(self) -> str:
+        """The dataset folder of this split: its shards and its ``index.json``."""
         sink = self.sink
         parts = [sink.output, sink.base_rel] + ([self.split] if sink.val_fraction > 0 else [])
-        path = os.path.join(*parts)
+        return os.path.join(*parts)
+
+    def folder(self) -> str:
+        """``folder_path``, created."""
+        path = self.folder_path()
         os.makedirs(path, exist_ok=True)
         return path
 
