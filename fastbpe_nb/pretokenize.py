@@ -73,6 +73,12 @@ _REGEX_META = frozenset(".^$*+?{}[]\\|()")
 
 #: Char mode's default: words are the runs of non-whitespace (classic Sennrich BPE).
 WHITESPACE_WORDS_PATTERN = r"\S+"
+#: SuperBPE's stage-2 pre-tokenization (Liu et al. 2025, the authors' public
+#: ``scripts/extend_tokenizer.sh``): only digit groups of 1-3, runs of two or more
+#: punctuation characters (with their newlines / slashes) and trailing spaces are cut out;
+#: everything between them (words, the spaces between words, single punctuation,
+#: newlines) stays one piece, so merges may bridge whitespace ("superwords").
+SUPERBPE_PATTERN = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"
 
 
 def resolve_pattern(pattern: str | None) -> str | None:

@@ -36,6 +36,11 @@ Tie rules (``tie_break``), among pairs with the highest count:
                minbpe and tiktoken's educational trainer.
     ``bytes``  smallest ``(left_bytes, right_bytes)``.
 
+SuperBPE (``train_superbpe``): stage 1 is ``train`` up to a transition vocabulary size;
+stage 2 pre-tokenizes the corpus again with a pattern whose pieces span words, encodes those
+pieces with the stage-1 merges and continues the same loop on them. It encodes with the
+stage-2 pattern.
+
 Encoding (the interpreter): per pre-token, start from its base symbols and repeatedly merge
 the adjacent pair with the lowest merge rank (the leftmost one when the same pair occurs
 several times), until no adjacent pair has a rank. Nothing in the input is counted.
@@ -49,7 +54,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from .pretokenize import WHITESPACE_WORDS_PATTERN, pattern_string
+from .pretokenize import SUPERBPE_PATTERN, WHITESPACE_WORDS_PATTERN, pattern_string
 
 TIE_RULES = ("ids", "hf", "first", "bytes")
 
@@ -223,8 +228,32 @@ def train(
     counts = list(words.values())
     # Length of each token in base units (bytes, or base symbols in char mode).
     units = [1] * len(token_bytes)
+    merges, merge_ids, merge_counts = _learn(
+        seqs, counts, token_bytes, units, tie_break=tie_break, hf=base == "bytes",
+        num_merges=num_merges, vocab_size=vocab_size, n_special=len(special_tokens),
+        min_frequency=min_frequency, max_token_length=max_token_length)
+
+    first_special = len(token_bytes)
+    return ReferenceModel(
+        base=base,
+        alphabet=alphabet,
+        end_of_word=end_of_word,
+        pattern=pattern,
+        merges=merges,
+        merge_ids=merge_ids,
+        merge_counts=merge_counts,
+        token_bytes=token_bytes,
+        special_tokens={s: first_special + i for i, s in enumerate(special_tokens)},
+    )
+
+
+def _learn(seqs, counts, token_bytes, units, *, tie_break, hf, num_merges, vocab_size,
+           n_special, min_frequency, max_token_length):
+    """The merge loop on words ``seqs`` (symbol lists) with ``counts``; ``token_bytes`` and
+    ``units`` (each token's bytes and length in base units) grow as tokens are made.
+    ``num_merges`` counts the merges of this call. Returns (merges, merge_ids, counts)."""
     id_of_bytes = {b: i for i, b in enumerate(token_bytes)}
-    hf_rank = hf_byte_ranks() if base == "bytes" else None
+    hf_rank = hf_byte_ranks() if hf else None
 
     def tie_key(pair):
         a, b = pair
@@ -240,7 +269,7 @@ def train(
     while True:
         if num_merges is not None and len(merges) >= num_merges:
             break
-        if vocab_size is not None and len(token_bytes) + len(special_tokens) >= vocab_size:
+        if vocab_size is not None and len(token_bytes) + n_special >= vocab_size:
             break
         # Pair counts in order of first occurrence (dicts keep insertion order).
         stats: dict[tuple[int, int], int] = {}
@@ -267,17 +296,52 @@ def train(
         merge_ids.append(new_id)
         merge_counts.append(best_count)
         seqs = [_merge_word(seq, pair, new_id) for seq in seqs]
+    return merges, merge_ids, merge_counts
 
+
+def train_superbpe(
+    texts,
+    *,
+    transition: int,
+    vocab_size: int | None = None,
+    num_merges: int | None = None,
+    pattern: str | None = "gpt2",
+    superbpe_pattern: str | None = SUPERBPE_PATTERN,
+    special_tokens=(),
+    tie_break: str = "ids",
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+) -> ReferenceModel:
+    """SuperBPE (Liu et al. 2025), the slow, obvious way: a two-stage curriculum.
+
+    Stage 1 is ``train`` with ``pattern`` up to the vocabulary size ``transition`` (which
+    counts the special tokens, as ``vocab_size`` does). Stage 2 pre-tokenizes the same
+    texts with ``superbpe_pattern`` (pieces that span words), encodes each stage-2 word with
+    the stage-1 merges (``encode_symbols``) and continues the same merge loop on those
+    sequences: new ids follow the stage-1 tokens, a merge whose bytes exist reuses that id,
+    the tie rule and ``max_token_length`` (bytes) are those of stage 1. ``num_merges``
+    counts the merges of both stages. The model encodes with ``superbpe_pattern``.
+    """
+    if vocab_size is not None and transition > vocab_size:
+        raise ValueError(f"transition {transition} is above vocab_size {vocab_size}")
+    special_tokens = list(dict.fromkeys(special_tokens))
+    stage1 = train(texts, vocab_size=transition, num_merges=num_merges, pattern=pattern,
+                   special_tokens=special_tokens, tie_break=tie_break,
+                   min_frequency=min_frequency, max_token_length=max_token_length)
+    words = count_words(texts, superbpe_pattern, special_tokens)
+    seqs = [encode_symbols(list(w.encode("utf-8")), stage1) for w in words]
+    token_bytes = list(stage1.token_bytes)
+    units = [len(b) for b in token_bytes]  # byte mode: a token's length is its bytes
+    merges, merge_ids, merge_counts = _learn(
+        seqs, list(words.values()), token_bytes, units, tie_break=tie_break, hf=True,
+        num_merges=None if num_merges is None else num_merges - len(stage1.merges),
+        vocab_size=vocab_size, n_special=len(special_tokens), min_frequency=min_frequency,
+        max_token_length=max_token_length)
     first_special = len(token_bytes)
     return ReferenceModel(
-        base=base,
-        alphabet=alphabet,
-        end_of_word=end_of_word,
-        pattern=pattern,
-        merges=merges,
-        merge_ids=merge_ids,
-        merge_counts=merge_counts,
-        token_bytes=token_bytes,
+        base="bytes", alphabet=[], end_of_word=None, pattern=superbpe_pattern,
+        merges=stage1.merges + merges, merge_ids=stage1.merge_ids + merge_ids,
+        merge_counts=stage1.merge_counts + merge_counts, token_bytes=token_bytes,
         special_tokens={s: first_special + i for i, s in enumerate(special_tokens)},
     )
 

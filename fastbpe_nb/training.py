@@ -24,7 +24,7 @@ from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, pha
 from .text import clean_text
 from .tokenizer import Tokenizer
 from .validation import check_min_count, check_num_threads
-from .word_table import count_corpus, count_words, iter_texts, word_table
+from .word_table import count_corpus, count_words, iter_texts, prune_rare_words, word_table
 
 #: Used when neither vocab_size nor num_merges is given.
 DEFAULT_VOCAB_SIZE = 32768
@@ -192,7 +192,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
           progress=False, trace=False, return_report=False, whitespace=None,
           byte_fallback=None, split_digits=None, character_coverage=None,
           add_dummy_prefix=None, remove_extra_whitespaces=None, user_defined_symbols=None,
-          control_symbols=None):
+          control_symbols=None, superbpe_transition=None, superbpe_pattern=None):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -238,7 +238,14 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     roles : mapping, optional
         Special-token roles and chat template (``fastbpe_nb.roles``), e.g.
         ``{"eos": "<|endoftext|>", "pad": "<|pad|>"}``: each names a special token.
+    superbpe_transition : int, optional
+        SuperBPE (docs/variants.md): learn ordinary merges with ``pattern`` up to this
+        vocabulary size, then continue to ``vocab_size`` on pieces that span words
+        (``superbpe_pattern``, default ``pretokenize.SUPERBPE_PATTERN``), with which the
+        tokenizer then encodes. Byte level only.
     """
+    if superbpe_transition is not None and whitespace is not None:
+        raise TypeError("train(): superbpe_transition is for byte-level BPE, not whitespace='\u2581'")
     options = _given_options(
         "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -257,6 +264,12 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     report = {"documents": None}
     if opts.normalization is not None and not isinstance(texts, dict):
         texts = _normalized(texts, opts.normalization)
+    stage2 = None
+    if superbpe_transition is not None:  # SuperBPE: stage 1 up to the transition, then 2
+        from .superbpe import Stage2
+
+        stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
+        texts, opts = stage2.reusable(texts), stage2.stage1_options()
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
     # Documents that hold no pre-token (``[""]``, only special tokens) train what the
@@ -279,7 +292,10 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
     report["seconds_counting"] = time.perf_counter() - t0
-    tok = _given_roles(train_from_table(symbols, offsets, counts, alphabet, opts, report), roles)
+    tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
+    if stage2 is not None:
+        tok = stage2.finish_texts(tok, texts, report)
+    tok = _given_roles(tok, roles)
     if trace:
         from .inspect import print_trace
 
@@ -512,8 +528,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
         if counts_output is not None:
             save_counts(counts_output, word_bytes, offsets, counts, opts.pattern, opts.special_tokens)
     if min_word_count != 1:
-        word_bytes, offsets, counts = _prune_rare_words(word_bytes, offsets, counts,
-                                                        min_word_count, report)
+        word_bytes, offsets, counts = prune_rare_words(word_bytes, offsets, counts, min_word_count,
+                                                       report)
     report["seconds_counting"] = time.perf_counter() - t0
     n_symbols, n_words = int(offsets[-1]), len(counts)
     detail = f"{n_words:,} unique words, {n_symbols:,} symbols"
@@ -532,24 +548,6 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
 
         print_trace(tok)
     return (tok, report) if return_report else tok
-
-
-def _prune_rare_words(word_bytes, offsets, counts, min_word_count, report):
-    """The word table without words counted fewer than ``min_word_count`` (checked) times,
-    order kept; ``report`` gets ``words_pruned`` and ``occurrences_pruned``."""
-    from .kernels.count import prune_words
-    from .parallel import call_kernel
-
-    rare = counts < min_word_count
-    report["words_pruned"] = int(rare.sum())
-    report["occurrences_pruned"] = int(counts[rare].sum())
-    report["min_word_count"] = int(min_word_count)
-    if not report["words_pruned"]:
-        return word_bytes, offsets, counts
-    word_bytes, offsets, counts = call_kernel(prune_words, word_bytes, offsets, counts,
-                                              int(min_word_count))
-    require_words(counts, f"no word is counted {min_word_count} times or more")
-    return word_bytes, offsets, counts
 
 
 def file_is_arrow(path) -> bool:

@@ -738,7 +738,7 @@ def _fill_index(rec, nodes, symbols, wr, n_rows):
 @njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
                  max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows,
-                 lookahead=16, heap_floor=1024):
+                 lookahead=16, heap_floor=1024, base_units=None):
     """Learn up to ``max_merges`` merges from a word-frequency table.
 
     Parameters
@@ -792,6 +792,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         as many as merges still to do, and at least this many (>= 1; the Python side
         passes ``merge_loop.HEAP_FLOOR``; tests pass 1 to reach the threshold's paths on
         small tables).
+    base_units : int64[n_base], optional
+        Length of each base token in base units, for ``max_units`` (default: 1 each). To
+        continue training from tokens already merged (SuperBPE's stage 2: the base tokens
+        are the stage-1 vocabulary, the words their stage-1 encodings), pass their lengths.
 
     Returns
     -------
@@ -831,6 +835,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     tok_data = np.empty(max(16, 2 * tok_data_base.shape[0]), dtype=np.uint8)
     tok_data[: tok_data_base.shape[0]] = tok_data_base
     units = np.ones(cap_ids, dtype=np.int64)
+    if base_units is not None:
+        units[:n_base] = base_units
     n_ids = n_base
     bkeys = np.full(table_capacity(cap_ids), EMPTY, dtype=np.int64)
     for t in range(n_base):
