@@ -77,8 +77,10 @@ WHITESPACE_WORDS_PATTERN = r"\S+"
 #: ``scripts/extend_tokenizer.sh``): only digit groups of 1-3, runs of two or more
 #: punctuation characters (with their newlines / slashes) and trailing spaces are cut out;
 #: everything between them (words, the spaces between words, single punctuation,
-#: newlines) stays one piece, so merges may bridge whitespace ("superwords").
-SUPERBPE_PATTERN = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"
+#: newlines) stays one piece, so merges may bridge whitespace ("superwords"). One
+#: alternative is ours, ``[\r\n]+``: line breaks are pieces of their own, as they are in the
+#: authors' training (Hugging Face's file trainer feeds each line as its own text).
+SUPERBPE_PATTERN = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)|[\r\n]+"
 
 
 def resolve_pattern(pattern: str | None) -> str | None:

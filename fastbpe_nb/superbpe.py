@@ -132,3 +132,16 @@ class Stage2:
                                self.opts.num_threads)
         word_bytes, offsets, counts = counter.table()
         return self.finish(stage1, word_bytes, offsets, counts, report)
+
+    def finish_files(self, stage1, count, min_word_count, report, max_memory=None):
+        """Stage 2 of ``train_files``: ``count(pattern)`` counts the corpus files again
+        (a WordCounter), rare words are pruned as in stage 1, then ``finish``."""
+        from .word_table import prune_rare_words
+
+        counter = count(self.pattern)
+        word_bytes, offsets, counts = counter.table()
+        del counter
+        if min_word_count != 1:
+            word_bytes, offsets, counts = prune_rare_words(word_bytes, offsets, counts,
+                                                           min_word_count, {})
+        return self.finish(stage1, word_bytes, offsets, counts, report, max_memory)

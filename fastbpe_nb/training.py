@@ -348,28 +348,6 @@ def require_words(counts, what: str) -> None:
 
 
 
-def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
-    """``(chunk_bytes, max_chunk_bytes)`` for the text reader, held within ``max_memory``.
-
-    Counting one chunk holds about 10-15 bytes per text byte (the chunk and its copies,
-    its pre-token offsets, the kernel's tables) on top of the ~230 MiB that the loaded
-    kernels take, and the next batch's need is checked against the budget before it is
-    counted (``check_budget``, at PHASE_BYTES' pessimistic rate): under a budget no chunk may
-    exceed 1/200 of it (2 MiB of 400 MiB), which leaves that check room.
-    """
-    from .io.text_files import default_max_chunk_bytes
-
-    for name, value in (("chunk_bytes", chunk_bytes), ("max_chunk_bytes", max_chunk_bytes)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 8):
-            raise ValueError(f"{name} must be an int >= 8, got {value!r}")
-    limit = max_chunk_bytes or default_max_chunk_bytes(chunk_bytes)
-    if max_memory is not None:
-        limit = min(limit, max(1 << 20, max_memory // 200))
-        chunk_bytes = min(chunk_bytes, max(1 << 16, limit // 2))
-    return chunk_bytes, limit
-
-
 def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
                 on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20,
                 max_invalid_utf8=None, max_chunk_bytes=None):
@@ -388,6 +366,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     from .io.input_files import check_on_bad_input, expand_paths
     from .io.pipeline import prefetch
     from .io.read_stats import ReadStats
+    from .io.text_files import chunk_limits
     from .io.utf8_policy import DEFAULT_MAX_INVALID_UTF8, check_max_invalid_utf8
 
     pattern = pretokenize.resolve_pattern(pattern)
@@ -439,7 +418,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 roles=None, progress=False, trace=False, return_report=False, column="text",
                 on_bad_input="error", max_memory=None, counts_output=None,
                 chunk_bytes=16 << 20, max_invalid_utf8=None, max_chunk_bytes=None,
-                min_word_count=1):
+                min_word_count=1, superbpe_transition=None, superbpe_pattern=None):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -454,7 +433,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     phase's memory grows with the unique words' bytes: on a large corpus most unique words
     are rare; the report says how many words and occurrences were pruned; a
     ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
-    error (``CorpusReadError`` / ``TrainingError``). ``roles``: as in ``train``.
+    error (``CorpusReadError`` / ``TrainingError``). ``roles``, ``superbpe_transition``,
+    ``superbpe_pattern``: as in ``train`` (SuperBPE reads the files twice, once per stage).
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
@@ -500,10 +480,17 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                                 f"not {given}: they decide what text was cut out")
         options["special_tokens"] = counted_specials
         opts = TrainOptions.make(vocab_size, **options)
+        if superbpe_transition is not None:
+            raise TrainingError(f"{files[0]} is a counts file of one pattern's words; SuperBPE "
+                                "counts the corpus with two patterns: train from the corpus")
         report["counts_file"] = files[0] if len(files) == 1 else files
         require_words(counts, f"the counts file {files[0]} holds no word")
     else:
-        opts = TrainOptions.make(vocab_size, **options)
+        opts = final = TrainOptions.make(vocab_size, **options)
+        if superbpe_transition is not None:  # SuperBPE: stage 1 up to the transition
+            from .superbpe import Stage2
+
+            opts = Stage2(superbpe_transition, superbpe_pattern, final).stage1_options()
         if opts.base != "bytes":
             raise TrainingError("train_files supports base='bytes' (use train() for char mode)")
         if opts.normalization is not None:
@@ -541,6 +528,13 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),
                  max_memory, detail)
     tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
+    if superbpe_transition is not None:  # stage 2 counts the corpus again, its own pattern
+        stage2 = Stage2(superbpe_transition, superbpe_pattern, final)
+        tok = stage2.finish_files(tok, lambda pattern: count_files(
+            files, column, pattern=pattern, special_tokens=opts.special_tokens,
+            num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
+            chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
+            max_chunk_bytes=max_chunk_bytes)[0], min_word_count, report, max_memory)
     tok = _given_roles(tok, roles)
     report["seconds_total"] = time.perf_counter() - t0
     if trace:
