@@ -35,18 +35,48 @@ def check_transition(transition, vocab_size, n_special: int, base: str) -> int:
     return transition
 
 
-def stage2_symbols(stage1: Tokenizer, word_bytes, offsets, num_threads=None):
+def joinable_bigrams(token_bytes) -> np.ndarray:
+    """``bool[256, 256]``: whether some token holds byte ``a`` followed by byte ``b``.
+
+    No merge of these tokens can ever join two bytes whose bigram is not in the table (the
+    token it made would hold that bigram), so encoding cuts a word there without changing
+    a single id: encoding chooses the lowest-ranked pair of the whole word, and no pair that
+    crosses such a cut has a rank."""
+    table = np.zeros((256, 256), dtype=bool)
+    data = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
+    lengths = np.fromiter(map(len, token_bytes), np.int64, len(token_bytes))
+    inside = np.ones(max(0, len(data) - 1), dtype=bool)  # bigram within one token
+    inside[np.cumsum(lengths)[:-1] - 1] = False  # (last byte of a token, first of the next)
+    table[data[:-1][inside], data[1:][inside]] = True
+    return table
+
+
+def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_threads=None):
     """``(symbols int32, offsets int64)``: each stage-2 word encoded with ``stage1``'s
-    merges as one piece (no pre-tokenization, no special tokens)."""
+    merges as one piece (no pre-tokenization, no special tokens); ``token_bytes``: its
+    regular tokens' bytes.
+
+    The words are first cut where no stage-1 token holds the bigram (``joinable_bigrams``;
+    e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged and
+    gives the encoder the short, recurring pieces its caches are made for."""
     import pyarrow as pa
 
-    plain = Tokenizer(stage1.merges, pattern=None)
+    word_bytes = np.ascontiguousarray(word_bytes, np.uint8)
+    offsets = np.ascontiguousarray(offsets, np.int64)
     n = len(offsets) - 1
-    words = pa.LargeStringArray.from_buffers(
-        n, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)),
-        pa.py_buffer(np.ascontiguousarray(word_bytes, np.uint8)))
-    ids, id_offsets, _ = plain.encode_batch_flat(words, num_threads=num_threads)
-    return np.ascontiguousarray(ids, np.int32), np.ascontiguousarray(id_offsets, np.int64)
+    table = joinable_bigrams(token_bytes)
+    cut = np.zeros(len(word_bytes) + 1, dtype=bool)
+    if len(word_bytes) > 1:
+        cut[1:-1] = ~table[word_bytes[:-1], word_bytes[1:]]
+    cut[offsets] = True  # every word starts (and the last one ends) a segment
+    starts = np.flatnonzero(cut)  # segment boundaries, word boundaries among them
+    plain = Tokenizer(stage1.merges, pattern=None)
+    segments = pa.LargeStringArray.from_buffers(len(starts) - 1, pa.py_buffer(starts),
+                                                pa.py_buffer(word_bytes))
+    ids, seg_offsets, _ = plain.encode_batch_flat(segments, num_threads=num_threads)
+    # A word's ids start where its first segment's do.
+    sym_offsets = seg_offsets[np.searchsorted(starts, offsets)]
+    return np.ascontiguousarray(ids, np.int32), np.ascontiguousarray(sym_offsets, np.int64)
 
 
 def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, vocab_size,
@@ -56,9 +86,9 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
     SuperBPE tokenizer: all merges, encoding with ``pattern``."""
     from .kernels.merge import TIE_BYTES, TIE_FIRST, TIE_RANKS
 
-    symbols, sym_offsets = stage2_symbols(stage1, word_bytes, offsets, num_threads)
     n_special = len(special_tokens)
     base_bytes = list(stage1.vocab[: len(stage1.vocab) - n_special])
+    symbols, sym_offsets = stage2_symbols(stage1, base_bytes, word_bytes, offsets, num_threads)
     n_base = len(base_bytes)
     ranks = np.arange(n_base, dtype=np.int64)
     if tie_break == "hf":

@@ -23,7 +23,8 @@ from ..errors import ClusterError, FastBPEError
 #: Options a subcommand has that the cluster path does not honour (refused, not ignored).
 _UNSUPPORTED = {
     "count": ("merge", "max_memory"),
-    "train": ("from_counts", "max_memory", "end_of_word", "num_merges", "whitespace"),
+    "train": ("from_counts", "max_memory", "end_of_word", "num_merges", "whitespace",
+              "superbpe_transition", "superbpe_pattern"),
     "encode": ("count_only",),
 }
 
