@@ -346,6 +346,10 @@ def piece_offsets(data, doc_offsets, pattern, n_threads: int = 1):
         from ._scanner import scan_offsets
 
         return scan_offsets(data, doc_offsets, pattern, n_threads)
+    if pattern == SUPERBPE_PATTERN:
+        from ._scanner import superbpe_offsets
+
+        return superbpe_offsets(data, doc_offsets)
     n_docs = len(doc_offsets) - 1
     if pattern is None:
         lengths = np.diff(doc_offsets)

@@ -242,3 +242,51 @@ def test_cli_train_superbpe(tmp_path):
     tok = fb.load(out)
     want = fb.train_files([str(corpus)], vocab_size=380, superbpe_transition=300)
     assert np.array_equal(tok.merges, want.merges) and tok.pattern == SUPERBPE_PATTERN
+
+
+# The stage-2 pattern's own Numba matcher (kernels/superbpe_scan.py) against regex.findall.
+
+def matcher_pieces(texts):
+    from fastbpe_nb._scanner import superbpe_offsets
+
+    raw = [t.encode("utf-8", "surrogateescape") for t in texts]
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    data = b"".join(raw)
+    pieces, doc_pieces = superbpe_offsets(data, offsets)
+    out = []
+    for d in range(len(texts)):
+        bounds = pieces[doc_pieces[d]:doc_pieces[d + 1] + 1]
+        out.append([data[a:b].decode("utf-8", "surrogateescape")
+                    for a, b in zip(bounds[:-1], bounds[1:])] if len(bounds) > 1 else [])
+    return out
+
+
+def findall(text):
+    import regex
+
+    return regex.findall(SUPERBPE_PATTERN, text)
+
+
+@settings(max_examples=300 if not NOJIT else 60, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from(
+    list("ab1٣ \t\n\r/.,!?-'中é") + ["\u00a0", "\u2028", "\U0001F600", "\udc80"]),
+    max_size=30), min_size=1, max_size=5))
+def test_stage_two_matcher_equals_regex(texts):
+    assert matcher_pieces(texts) == [findall(t) for t in texts]
+
+
+def test_stage_two_matcher_on_corpora():
+    from fbtest import CORPORA
+
+    texts = [p.read_text(encoding="utf-8")[:200_000] for p in sorted(CORPORA.glob("*.txt"))]
+    if not texts:
+        pytest.skip("no shared corpora")
+    assert matcher_pieces(texts) == [findall(t) for t in texts]
+
+
+def test_invalid_utf8_is_one_other_character_per_byte():
+    # "\xff\xfe" is a run of two "other" characters (a punctuation run), "\xff" alone a gap.
+    text = b"a\xff\xfe b \xff c".decode("utf-8", "surrogateescape")
+    assert matcher_pieces([text]) == [findall(text)]
+    assert findall(text) == ["a", "\udcff\udcfe", " b \udcff c"]
