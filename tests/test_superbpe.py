@@ -290,3 +290,13 @@ def test_invalid_utf8_is_one_other_character_per_byte():
     text = b"a\xff\xfe b \xff c".decode("utf-8", "surrogateescape")
     assert matcher_pieces([text]) == [findall(text)]
     assert findall(text) == ["a", "\udcff\udcfe", " b \udcff c"]
+
+
+@pytest.mark.parametrize("text", [
+    "1", "12", "123", "1234", "1234567", "a12345b", "١٢٣٤٥", "x 1 22 333 4444",
+    "..", " ..", "a..b", " ...\n/x", "..//\r\n/ y", "a. b", "a.b", " . a", ".", "!?!",
+    "  x", " x", "a  \n", "a   ", "\t\t x", " \t", "\r\n\r\nx", "a\nb", "a \n b",
+    "by the way, I am 12 years old!! ok", "def f(x):\n    return x[0] + 1\n", "中文 字, 中",
+])
+def test_stage_two_matcher_cases(text):
+    assert matcher_pieces([text]) == [findall(text)]
