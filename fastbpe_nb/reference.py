@@ -208,8 +208,10 @@ def train(
     end_of_word: str | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    merge_batch: int = 1,
 ) -> ReferenceModel:
     """Train BPE the slow, obvious way. See the module docstring for the exact rules.
+    ``merge_batch`` > 1: BatchBPE's passes (``_learn``), not exact BPE.
 
     Give either ``texts`` (documents, pre-tokenized with ``pattern``; in char mode the
     default pattern is whitespace-separated words) or ``words`` (a ``{word: count}`` dict,
@@ -231,7 +233,7 @@ def train(
     merges, merge_ids, merge_counts = _learn(
         seqs, counts, token_bytes, units, tie_break=tie_break, hf=base == "bytes",
         num_merges=num_merges, vocab_size=vocab_size, n_special=len(special_tokens),
-        min_frequency=min_frequency, max_token_length=max_token_length)
+        min_frequency=min_frequency, max_token_length=max_token_length, merge_batch=merge_batch)
 
     first_special = len(token_bytes)
     return ReferenceModel(
@@ -248,10 +250,16 @@ def train(
 
 
 def _learn(seqs, counts, token_bytes, units, *, tie_break, hf, num_merges, vocab_size,
-           n_special, min_frequency, max_token_length):
+           n_special, min_frequency, max_token_length, merge_batch=1):
     """The merge loop on words ``seqs`` (symbol lists) with ``counts``; ``token_bytes`` and
     ``units`` (each token's bytes and length in base units) grow as tokens are made.
-    ``num_merges`` counts the merges of this call. Returns (merges, merge_ids, counts)."""
+    ``num_merges`` counts the merges of this call. Returns (merges, merge_ids, counts).
+
+    ``merge_batch=k`` (BatchBPE): each pass takes the ``m = min(k, merges left, ids left)``
+    best pairs (count, then the tie rule) and merges those that cannot interfere with a
+    better one of them: a pair ``(a, b)`` is skipped when a better candidate ends with
+    ``a`` or starts with ``b``. The chosen pairs' occurrences are disjoint and merging one
+    changes no other's count, so they are merged one after another, in order."""
     id_of_bytes = {b: i for i, b in enumerate(token_bytes)}
     hf_rank = hf_byte_ranks() if hf else None
 
@@ -283,20 +291,46 @@ def _learn(seqs, counts, token_bytes, units, *, tie_break, hf, num_merges, vocab
         best_count = max(stats.values())
         if best_count < max(min_frequency, 1):
             break
-        tied = [pair for pair, c in stats.items() if c == best_count]
-        pair = tied[0] if tie_break == "first" else min(tied, key=tie_key)
-        new_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
-        new_id = id_of_bytes.get(new_bytes)
-        if new_id is None:
-            new_id = len(token_bytes)
-            token_bytes.append(new_bytes)
-            units.append(units[pair[0]] + units[pair[1]])
-            id_of_bytes[new_bytes] = new_id
-        merges.append(pair)
-        merge_ids.append(new_id)
-        merge_counts.append(best_count)
-        seqs = [_merge_word(seq, pair, new_id) for seq in seqs]
+        if merge_batch == 1:
+            tied = [pair for pair, c in stats.items() if c == best_count]
+            chosen = [tied[0] if tie_break == "first" else min(tied, key=tie_key)]
+        else:
+            chosen = _batch(stats, merge_batch, num_merges, vocab_size, len(merges),
+                            len(token_bytes) + n_special, min_frequency, tie_break, tie_key)
+        for pair in chosen:
+            new_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
+            new_id = id_of_bytes.get(new_bytes)
+            if new_id is None:
+                new_id = len(token_bytes)
+                token_bytes.append(new_bytes)
+                units.append(units[pair[0]] + units[pair[1]])
+                id_of_bytes[new_bytes] = new_id
+            merges.append(pair)
+            merge_ids.append(new_id)
+            merge_counts.append(stats[pair])
+            seqs = [_merge_word(seq, pair, new_id) for seq in seqs]
     return merges, merge_ids, merge_counts
+
+
+def _batch(stats, k, num_merges, vocab_size, n_merges, n_ids, min_frequency, tie_break,
+           tie_key):
+    """BatchBPE's pairs of one pass (see ``_learn``), in order."""
+    m = k
+    if num_merges is not None:
+        m = min(m, num_merges - n_merges)
+    if vocab_size is not None:
+        m = min(m, vocab_size - n_ids)
+    order = list(enumerate(stats.items()))  # (first-occurrence index, (pair, count))
+    if tie_break == "first":
+        order.sort(key=lambda e: (-e[1][1], e[0]))
+    else:
+        order.sort(key=lambda e: (-e[1][1], tie_key(e[1][0])))
+    top = [pair for _, (pair, c) in order[:m] if c >= max(min_frequency, 1)]
+    chosen = []
+    for i, (a, b) in enumerate(top):
+        if not any(d == a or c == b for c, d in top[:i]):
+            chosen.append((a, b))
+    return chosen
 
 
 def train_superbpe(

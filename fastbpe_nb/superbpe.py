@@ -126,6 +126,9 @@ class Stage2:
 
         self.transition = check_transition(transition, opts.vocab_size,
                                            len(opts.special_tokens), opts.base)
+        if opts.merge_batch != 1:
+            raise TrainingError("superbpe_transition with merge_batch is not supported: "
+                                "SuperBPE's stages are exact BPE")
         pattern = pretokenize.SUPERBPE_PATTERN if pattern is None else pattern
         self.pattern = pretokenize.resolve_pattern(pattern)
         pretokenize.compiled_pattern(self.pattern)

@@ -23,7 +23,7 @@ from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, pha
                          rss_bytes, run_merge_kernel)
 from .text import clean_text
 from .tokenizer import Tokenizer
-from .validation import check_min_count, check_num_threads
+from .validation import check_merge_batch, check_min_count, check_num_threads
 from .word_table import count_corpus, count_words, iter_texts, prune_rare_words, word_table
 
 #: Used when neither vocab_size nor num_merges is given.
@@ -53,11 +53,13 @@ class TrainOptions:
     progress: bool
     num_threads: int | None
     normalization: str | None = None
+    merge_batch: int = 1
 
     @classmethod
     def make(cls, vocab_size=None, *, pattern="default", special_tokens=(), tie_break="ids",
              base="bytes", end_of_word=None, num_merges=None, min_frequency=0,
-             max_token_length=None, normalization=None, progress=False, num_threads=None):
+             max_token_length=None, normalization=None, progress=False, num_threads=None,
+             merge_batch=1):
         if tie_break not in TIE_RULES:
             raise ValueError(f"tie_break must be one of {TIE_RULES}, not {tie_break!r}")
         if base not in ("bytes", "chars"):
@@ -71,6 +73,7 @@ class TrainOptions:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} must be a non-negative int, got {value!r}")
         num_threads = check_num_threads(num_threads)
+        check_merge_batch(merge_batch)
         if base == "bytes" and end_of_word is not None:
             raise ValueError("end_of_word is for base='chars' (byte mode needs no marker)")
         if pattern == "default":
@@ -81,7 +84,7 @@ class TrainOptions:
         special_tokens = list(dict.fromkeys(special_tokens))
         return cls(vocab_size, pattern, special_tokens, tie_break, base, end_of_word,
                    num_merges, min_frequency, max_token_length, progress, num_threads,
-                   normalization)
+                   normalization, merge_batch)
 
 
 #: Options that only SentencePiece-style training takes.
@@ -143,7 +146,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
         tie_mode, UNLIMITED if opts.num_merges is None else opts.num_merges, max_ids,
         max(1, int(opts.min_frequency)),
         UNLIMITED if opts.max_token_length is None else opts.max_token_length, opts.progress,
-        max_memory=max_memory,
+        max_memory=max_memory, merge_batch=opts.merge_batch,
     )
     tok = Tokenizer(merges, pattern=opts.pattern, special_tokens=opts.special_tokens,
                     base=opts.base, alphabet=alphabet, end_of_word=opts.end_of_word,
@@ -165,7 +168,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
 
 #: What each option of ``train`` / ``train_files`` is when not given (then not passed on).
 _NOT_GIVEN = {"pattern": "default", "special_tokens": (), "tie_break": "ids",
-              "min_frequency": 0, "progress": False}
+              "min_frequency": 0, "progress": False, "merge_batch": 1}
 
 
 def _given_options(verb: str, sentencepiece_style, **options) -> dict:
@@ -192,7 +195,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
           progress=False, trace=False, return_report=False, whitespace=None,
           byte_fallback=None, split_digits=None, character_coverage=None,
           add_dummy_prefix=None, remove_extra_whitespaces=None, user_defined_symbols=None,
-          control_symbols=None, superbpe_transition=None, superbpe_pattern=None):
+          control_symbols=None, superbpe_transition=None, superbpe_pattern=None, merge_batch=1):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -243,6 +246,9 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         vocabulary size, then continue to ``vocab_size`` on pieces that span words
         (``superbpe_pattern``, default ``pretokenize.SUPERBPE_PATTERN``), with which the
         tokenizer then encodes. Byte level only.
+    merge_batch : int
+        BatchBPE (docs/variants.md): merge up to this many non-interfering top pairs per
+        pass, a speed mode that is *not* exact BPE (1, the default, is).
     """
     if superbpe_transition is not None and whitespace is not None:
         raise TypeError("train(): superbpe_transition is for byte-level BPE, not whitespace='\u2581'")
@@ -254,7 +260,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         whitespace=whitespace, byte_fallback=byte_fallback, split_digits=split_digits,
         character_coverage=character_coverage, add_dummy_prefix=add_dummy_prefix,
         remove_extra_whitespaces=remove_extra_whitespaces,
-        user_defined_symbols=user_defined_symbols, control_symbols=control_symbols)
+        user_defined_symbols=user_defined_symbols, control_symbols=control_symbols,
+        merge_batch=merge_batch)
     roles = _early_roles(roles, options)
     if options.get("whitespace") is not None:
         return _given_roles(_train_sentencepiece_style(texts, vocab_size, options), roles)
@@ -418,7 +425,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 roles=None, progress=False, trace=False, return_report=False, column="text",
                 on_bad_input="error", max_memory=None, counts_output=None,
                 chunk_bytes=16 << 20, max_invalid_utf8=None, max_chunk_bytes=None,
-                min_word_count=1, superbpe_transition=None, superbpe_pattern=None):
+                min_word_count=1, superbpe_transition=None, superbpe_pattern=None,
+                merge_batch=1):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -434,7 +442,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     are rare; the report says how many words and occurrences were pruned; a
     ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
     error (``CorpusReadError`` / ``TrainingError``). ``roles``, ``superbpe_transition``,
-    ``superbpe_pattern``: as in ``train`` (SuperBPE reads the files twice, once per stage).
+    ``superbpe_pattern``, ``merge_batch``: as in ``train`` (SuperBPE reads the files twice).
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
@@ -444,7 +452,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
         "train_files", False, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
         min_frequency=min_frequency, max_token_length=max_token_length,
-        normalization=normalization, num_threads=num_threads, progress=progress)
+        normalization=normalization, num_threads=num_threads, progress=progress,
+        merge_batch=merge_batch)
     roles = _early_roles(roles, options)
     t0 = time.perf_counter()
     ignored, skipped = [], []
