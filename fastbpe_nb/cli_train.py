@@ -96,6 +96,8 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
     if args.whitespace is not None:
         if args.superbpe_transition is not None:
             raise FastBPEError("--superbpe-transition trains byte-level BPE, not --whitespace")
+        if args.merge_batch != 1:
+            raise FastBPEError("--merge-batch is for BPE, not SentencePiece style (--whitespace)")
         texts = corpus_texts(sources, args, splittable=True, lines=True)
         tok = fb.train(texts, vocab_size=args.vocab_size, **_sentencepiece_options(args, options))
         report = {"documents_are": "lines", "vocab_size": tok.vocab_size}
@@ -105,6 +107,8 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
                        num_threads=args.threads)
         if args.num_merges is not None:
             options["num_merges"] = args.num_merges
+        if args.merge_batch != 1:
+            options["merge_batch"] = args.merge_batch
         if args.superbpe_transition is not None:
             options["superbpe_transition"] = args.superbpe_transition
             options["superbpe_pattern"] = args.superbpe_pattern
