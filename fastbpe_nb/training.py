@@ -185,6 +185,13 @@ def _given_options(verb: str, sentencepiece_style, **options) -> dict:
     return given
 
 
+def _check_superbpe(verb, transition, pattern, whitespace=None) -> None:
+    if pattern is not None and transition is None:
+        raise TypeError(f"{verb}(): superbpe_pattern is for SuperBPE: pass superbpe_transition")
+    if transition is not None and whitespace is not None:
+        raise TypeError(f"{verb}(): superbpe_transition is for byte-level BPE, not whitespace")
+
+
 def _same(value, default) -> bool:
     return type(value) is type(default) and value == default
 
@@ -241,17 +248,15 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     roles : mapping, optional
         Special-token roles and chat template (``fastbpe_nb.roles``), e.g.
         ``{"eos": "<|endoftext|>", "pad": "<|pad|>"}``: each names a special token.
-    superbpe_transition : int, optional
-        SuperBPE (docs/variants.md): learn ordinary merges with ``pattern`` up to this
-        vocabulary size, then continue to ``vocab_size`` on pieces that span words
-        (``superbpe_pattern``, default ``pretokenize.SUPERBPE_PATTERN``), with which the
-        tokenizer then encodes. Byte level only.
+    superbpe_transition, superbpe_pattern : int, str, optional
+        SuperBPE (docs/variants.md): ordinary merges up to this vocabulary size, then on to
+        ``vocab_size`` on pieces that span words (split by ``superbpe_pattern``, default
+        ``pretokenize.SUPERBPE_PATTERN``, which the tokenizer then encodes with).
     merge_batch : int
         BatchBPE (docs/variants.md): merge up to this many non-interfering top pairs per
         pass, a speed mode that is *not* exact BPE (1, the default, is).
     """
-    if superbpe_transition is not None and whitespace is not None:
-        raise TypeError("train(): superbpe_transition is for byte-level BPE, not whitespace='\u2581'")
+    _check_superbpe("train", superbpe_transition, superbpe_pattern, whitespace)
     options = _given_options(
         "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -354,7 +359,6 @@ def require_words(counts, what: str) -> None:
                             "or only special tokens)")
 
 
-
 def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
                 on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20,
                 max_invalid_utf8=None, max_chunk_bytes=None):
@@ -448,6 +452,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
+    _check_superbpe("train_files", superbpe_transition, superbpe_pattern)
     options = _given_options(
         "train_files", False, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,

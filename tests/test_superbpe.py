@@ -220,6 +220,13 @@ def test_refused_options(kwargs, error, match):
         fb.train(["ab ab, ab"], **kwargs)
 
 
+def test_stage_two_pattern_needs_a_transition(tmp_path):
+    with pytest.raises(TypeError, match="superbpe_transition"):
+        fb.train(["ab ab"], vocab_size=300, superbpe_pattern=r"\S+")
+    with pytest.raises(TypeError, match="superbpe_transition"):
+        fb.train_files([str(tmp_path / "x.txt")], vocab_size=300, superbpe_pattern=r"\S+")
+
+
 def test_word_dict_and_counts_file_are_refused(tmp_path):
     with pytest.raises(fb.TrainingError, match="dict"):
         fb.train({"ab": 3, "b a": 2}, vocab_size=300, superbpe_transition=280)
