@@ -133,3 +133,15 @@ def split(text: str, name: str) -> list[str]:
     piece_offsets, _ = scan_offsets(encoded, None, name)
     bounds = piece_offsets.tolist()
     return [encoded[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def superbpe_offsets(data, doc_offsets) -> tuple[np.ndarray, np.ndarray]:
+    """``scan_offsets`` for SuperBPE's stage-2 pattern (``pretokenize.SUPERBPE_PATTERN``),
+    by its own matcher (``kernels/superbpe_scan.py``); serial."""
+    data_array = _as_bytes_array(data)
+    offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
+    stage1, stage2 = class_table()
+    from fastbpe_nb.kernels.superbpe_scan import superbpe_pieces
+    from fastbpe_nb.parallel import call_kernel
+
+    return call_kernel(superbpe_pieces, data_array, offsets, stage1, stage2)

@@ -371,6 +371,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-token-length", type=_count,
                    help="never make a token longer than this many bytes (chars) "
                    "(default: no limit; 16 with --whitespace)")
+    t.add_argument("--merge-batch", type=_count, default=1, metavar="K",
+                   help="BatchBPE speed mode: merge up to K non-interfering top pairs per "
+                   "pass; not exact BPE (default: 1, exact; docs/variants.md)")
+    t.add_argument("--superbpe-transition", type=_count, metavar="T",
+                   help="SuperBPE: ordinary merges up to vocabulary size T, then superword "
+                   "merges across whitespace up to --vocab-size (docs/variants.md)")
+    t.add_argument("--superbpe-pattern", help="with --superbpe-transition: stage 2's "
+                   "pre-tokenization regex (default: SuperBPE's, cut at line breaks)")
     t.add_argument("--whitespace", choices=["\u2581"], help="\u2581: SentencePiece-style BPE "
                    "(each line a sentence, visible whitespace, byte fallback, digit splitting)")
     bool_flag = argparse.BooleanOptionalAction

@@ -94,6 +94,10 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
                    progress=progress)
     sources = list(args.files) + list(args.from_counts or [])
     if args.whitespace is not None:
+        if args.superbpe_transition is not None:
+            raise FastBPEError("--superbpe-transition trains byte-level BPE, not --whitespace")
+        if args.merge_batch != 1:
+            raise FastBPEError("--merge-batch is for BPE, not SentencePiece style (--whitespace)")
         texts = corpus_texts(sources, args, splittable=True, lines=True)
         tok = fb.train(texts, vocab_size=args.vocab_size, **_sentencepiece_options(args, options))
         report = {"documents_are": "lines", "vocab_size": tok.vocab_size}
@@ -103,6 +107,13 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
                        num_threads=args.threads)
         if args.num_merges is not None:
             options["num_merges"] = args.num_merges
+        if args.merge_batch != 1:
+            options["merge_batch"] = args.merge_batch
+        if args.superbpe_transition is not None:
+            options["superbpe_transition"] = args.superbpe_transition
+            options["superbpe_pattern"] = args.superbpe_pattern
+        elif args.superbpe_pattern is not None:
+            raise FastBPEError("--superbpe-pattern is for --superbpe-transition")
         if args.pattern != "default":
             options["pattern"] = None if args.pattern == "none" else args.pattern
         base = args.base or "bytes"

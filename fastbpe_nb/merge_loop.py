@@ -31,12 +31,16 @@ HEAP_FLOOR = 1024
 
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
-                     max_ids, min_count, max_units, progress=False, max_memory=None):
+                     max_ids, min_count, max_units, progress=False, max_memory=None,
+                     base_units=None, merge_batch=1):
     """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises.
 
     ``max_memory`` (bytes, the whole process): the kernel may allocate what is left of it
     after the current RSS; it checks that before every allocation and stops short of it,
     and this raises ``MemoryBudgetError`` naming the phase and the bytes it needed.
+    ``base_units`` (int64 per base token, optional): their lengths for ``max_units`` when
+    the base tokens are themselves merged (SuperBPE's stage 2). ``merge_batch`` > 1:
+    BatchBPE's passes (``train_merges``), not exact BPE.
     """
     from .kernels.merge import (PROG_BUDGET, PROG_NEED, PROG_PHASE, STOPPED_MEMORY,
                                 train_merges, word_index_rows)
@@ -106,11 +110,14 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     except MemoryError:
         nodes = np.empty((max(16, len(symbols)), 2), node_type)
     show_progress()  # the setup phase is named from the start
+    extra = () if base_units is None else (np.ascontiguousarray(base_units, np.int64),)
+    if merge_batch != 1:  # (exact training keeps its compiled specialization)
+        extra = (extra[0] if extra else None, int(merge_batch))
     try:
         result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
             max_merges, max_ids, min_count, max_units, shared, nodes, INDEX_CHECK_ROWS,
-            LOOKAHEAD_WORDS, HEAP_FLOOR, poll=show_progress, on_interrupt=ask_to_stop,
+            LOOKAHEAD_WORDS, HEAP_FLOOR, *extra, poll=show_progress, on_interrupt=ask_to_stop,
         )
     finally:
         del nodes

@@ -73,6 +73,17 @@ _REGEX_META = frozenset(".^$*+?{}[]\\|()")
 
 #: Char mode's default: words are the runs of non-whitespace (classic Sennrich BPE).
 WHITESPACE_WORDS_PATTERN = r"\S+"
+#: SuperBPE's stage-2 pre-tokenization (Liu et al. 2025, the authors' public
+#: ``scripts/extend_tokenizer.sh``): only digit groups of 1-3, runs of two or more
+#: punctuation characters (with their newlines / slashes) and trailing spaces are cut out;
+#: everything between them (words, the spaces between words, single punctuation) stays one
+#: piece, so merges may bridge whitespace ("superwords"). Two alternatives are ours:
+#: ``[\r\n]+`` makes line breaks pieces of their own, as they are in the authors' training
+#: (Hugging Face's file trainer feeds each line as its own text); the last one matches the
+#: text between the others' matches, which the authors' Split(behavior="isolated") keeps as
+#: pieces, so that a ``findall`` engine that drops unmatched text (tiktoken) splits alike.
+_SUPERBPE_CUTS = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)|[\r\n]+"
+SUPERBPE_PATTERN = _SUPERBPE_CUTS + r"|(?:(?!" + _SUPERBPE_CUTS + r")[\s\S])+"
 
 
 def resolve_pattern(pattern: str | None) -> str | None:
@@ -335,6 +346,10 @@ def piece_offsets(data, doc_offsets, pattern, n_threads: int = 1):
         from ._scanner import scan_offsets
 
         return scan_offsets(data, doc_offsets, pattern, n_threads)
+    if pattern == SUPERBPE_PATTERN:
+        from ._scanner import superbpe_offsets
+
+        return superbpe_offsets(data, doc_offsets)
     n_docs = len(doc_offsets) - 1
     if pattern is None:
         lengths = np.diff(doc_offsets)

@@ -36,6 +36,11 @@ Tie rules (``tie_break``), among pairs with the highest count:
                minbpe and tiktoken's educational trainer.
     ``bytes``  smallest ``(left_bytes, right_bytes)``.
 
+SuperBPE (``train_superbpe``): stage 1 is ``train`` up to a transition vocabulary size;
+stage 2 pre-tokenizes the corpus again with a pattern whose pieces span words, encodes those
+pieces with the stage-1 merges and continues the same loop on them. It encodes with the
+stage-2 pattern.
+
 Encoding (the interpreter): per pre-token, start from its base symbols and repeatedly merge
 the adjacent pair with the lowest merge rank (the leftmost one when the same pair occurs
 several times), until no adjacent pair has a rank. Nothing in the input is counted.
@@ -49,7 +54,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from .pretokenize import WHITESPACE_WORDS_PATTERN, pattern_string
+from .pretokenize import SUPERBPE_PATTERN, WHITESPACE_WORDS_PATTERN, pattern_string
 
 TIE_RULES = ("ids", "hf", "first", "bytes")
 
@@ -203,8 +208,10 @@ def train(
     end_of_word: str | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    merge_batch: int = 1,
 ) -> ReferenceModel:
     """Train BPE the slow, obvious way. See the module docstring for the exact rules.
+    ``merge_batch`` > 1: BatchBPE's passes (``_learn``), not exact BPE.
 
     Give either ``texts`` (documents, pre-tokenized with ``pattern``; in char mode the
     default pattern is whitespace-separated words) or ``words`` (a ``{word: count}`` dict,
@@ -223,8 +230,38 @@ def train(
     counts = list(words.values())
     # Length of each token in base units (bytes, or base symbols in char mode).
     units = [1] * len(token_bytes)
+    merges, merge_ids, merge_counts = _learn(
+        seqs, counts, token_bytes, units, tie_break=tie_break, hf=base == "bytes",
+        num_merges=num_merges, vocab_size=vocab_size, n_special=len(special_tokens),
+        min_frequency=min_frequency, max_token_length=max_token_length, merge_batch=merge_batch)
+
+    first_special = len(token_bytes)
+    return ReferenceModel(
+        base=base,
+        alphabet=alphabet,
+        end_of_word=end_of_word,
+        pattern=pattern,
+        merges=merges,
+        merge_ids=merge_ids,
+        merge_counts=merge_counts,
+        token_bytes=token_bytes,
+        special_tokens={s: first_special + i for i, s in enumerate(special_tokens)},
+    )
+
+
+def _learn(seqs, counts, token_bytes, units, *, tie_break, hf, num_merges, vocab_size,
+           n_special, min_frequency, max_token_length, merge_batch=1):
+    """The merge loop on words ``seqs`` (symbol lists) with ``counts``; ``token_bytes`` and
+    ``units`` (each token's bytes and length in base units) grow as tokens are made.
+    ``num_merges`` counts the merges of this call. Returns (merges, merge_ids, counts).
+
+    ``merge_batch=k`` (BatchBPE): each pass takes the ``m = min(k, merges left, ids left)``
+    best pairs (count, then the tie rule) and merges those that cannot interfere with a
+    better one of them: a pair ``(a, b)`` is skipped when a better candidate ends with
+    ``a`` or starts with ``b``. The chosen pairs' occurrences are disjoint and merging one
+    changes no other's count, so they are merged one after another, in order."""
     id_of_bytes = {b: i for i, b in enumerate(token_bytes)}
-    hf_rank = hf_byte_ranks() if base == "bytes" else None
+    hf_rank = hf_byte_ranks() if hf else None
 
     def tie_key(pair):
         a, b = pair
@@ -240,7 +277,7 @@ def train(
     while True:
         if num_merges is not None and len(merges) >= num_merges:
             break
-        if vocab_size is not None and len(token_bytes) + len(special_tokens) >= vocab_size:
+        if vocab_size is not None and len(token_bytes) + n_special >= vocab_size:
             break
         # Pair counts in order of first occurrence (dicts keep insertion order).
         stats: dict[tuple[int, int], int] = {}
@@ -254,30 +291,91 @@ def train(
         best_count = max(stats.values())
         if best_count < max(min_frequency, 1):
             break
-        tied = [pair for pair, c in stats.items() if c == best_count]
-        pair = tied[0] if tie_break == "first" else min(tied, key=tie_key)
-        new_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
-        new_id = id_of_bytes.get(new_bytes)
-        if new_id is None:
-            new_id = len(token_bytes)
-            token_bytes.append(new_bytes)
-            units.append(units[pair[0]] + units[pair[1]])
-            id_of_bytes[new_bytes] = new_id
-        merges.append(pair)
-        merge_ids.append(new_id)
-        merge_counts.append(best_count)
-        seqs = [_merge_word(seq, pair, new_id) for seq in seqs]
+        if merge_batch == 1:
+            tied = [pair for pair, c in stats.items() if c == best_count]
+            chosen = [tied[0] if tie_break == "first" else min(tied, key=tie_key)]
+        else:
+            chosen = _batch(stats, merge_batch, num_merges, vocab_size, len(merges),
+                            len(token_bytes) + n_special, min_frequency, tie_break, tie_key)
+        for pair in chosen:
+            new_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
+            new_id = id_of_bytes.get(new_bytes)
+            if new_id is None:
+                new_id = len(token_bytes)
+                token_bytes.append(new_bytes)
+                units.append(units[pair[0]] + units[pair[1]])
+                id_of_bytes[new_bytes] = new_id
+            merges.append(pair)
+            merge_ids.append(new_id)
+            merge_counts.append(stats[pair])
+            seqs = [_merge_word(seq, pair, new_id) for seq in seqs]
+    return merges, merge_ids, merge_counts
 
+
+def _batch(stats, k, num_merges, vocab_size, n_merges, n_ids, min_frequency, tie_break,
+           tie_key):
+    """BatchBPE's pairs of one pass (see ``_learn``), in order."""
+    m = k
+    if num_merges is not None:
+        m = min(m, num_merges - n_merges)
+    if vocab_size is not None:
+        m = min(m, vocab_size - n_ids)
+    order = list(enumerate(stats.items()))  # (first-occurrence index, (pair, count))
+    if tie_break == "first":
+        order.sort(key=lambda e: (-e[1][1], e[0]))
+    else:
+        order.sort(key=lambda e: (-e[1][1], tie_key(e[1][0])))
+    top = [pair for _, (pair, c) in order[:m] if c >= max(min_frequency, 1)]
+    chosen = []
+    for i, (a, b) in enumerate(top):
+        if not any(d == a or c == b for c, d in top[:i]):
+            chosen.append((a, b))
+    return chosen
+
+
+def train_superbpe(
+    texts,
+    *,
+    transition: int,
+    vocab_size: int | None = None,
+    num_merges: int | None = None,
+    pattern: str | None = "gpt2",
+    superbpe_pattern: str | None = SUPERBPE_PATTERN,
+    special_tokens=(),
+    tie_break: str = "ids",
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+) -> ReferenceModel:
+    """SuperBPE (Liu et al. 2025), the slow, obvious way: a two-stage curriculum.
+
+    Stage 1 is ``train`` with ``pattern`` up to the vocabulary size ``transition`` (which
+    counts the special tokens, as ``vocab_size`` does). Stage 2 pre-tokenizes the same
+    texts with ``superbpe_pattern`` (pieces that span words), encodes each stage-2 word with
+    the stage-1 merges (``encode_symbols``) and continues the same merge loop on those
+    sequences: new ids follow the stage-1 tokens, a merge whose bytes exist reuses that id,
+    the tie rule and ``max_token_length`` (bytes) are those of stage 1. ``num_merges``
+    counts the merges of both stages. The model encodes with ``superbpe_pattern``.
+    """
+    if vocab_size is not None and transition > vocab_size:
+        raise ValueError(f"transition {transition} is above vocab_size {vocab_size}")
+    special_tokens = list(dict.fromkeys(special_tokens))
+    stage1 = train(texts, vocab_size=transition, num_merges=num_merges, pattern=pattern,
+                   special_tokens=special_tokens, tie_break=tie_break,
+                   min_frequency=min_frequency, max_token_length=max_token_length)
+    words = count_words(texts, superbpe_pattern, special_tokens)
+    seqs = [encode_symbols(list(w.encode("utf-8")), stage1) for w in words]
+    token_bytes = list(stage1.token_bytes)
+    units = [len(b) for b in token_bytes]  # byte mode: a token's length is its bytes
+    merges, merge_ids, merge_counts = _learn(
+        seqs, list(words.values()), token_bytes, units, tie_break=tie_break, hf=True,
+        num_merges=None if num_merges is None else num_merges - len(stage1.merges),
+        vocab_size=vocab_size, n_special=len(special_tokens), min_frequency=min_frequency,
+        max_token_length=max_token_length)
     first_special = len(token_bytes)
     return ReferenceModel(
-        base=base,
-        alphabet=alphabet,
-        end_of_word=end_of_word,
-        pattern=pattern,
-        merges=merges,
-        merge_ids=merge_ids,
-        merge_counts=merge_counts,
-        token_bytes=token_bytes,
+        base="bytes", alphabet=[], end_of_word=None, pattern=superbpe_pattern,
+        merges=stage1.merges + merges, merge_ids=stage1.merge_ids + merge_ids,
+        merge_counts=stage1.merge_counts + merge_counts, token_bytes=token_bytes,
         special_tokens={s: first_special + i for i, s in enumerate(special_tokens)},
     )
 

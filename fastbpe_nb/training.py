@@ -23,8 +23,8 @@ from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, pha
                          rss_bytes, run_merge_kernel)
 from .text import clean_text
 from .tokenizer import Tokenizer
-from .validation import check_min_count, check_num_threads
-from .word_table import count_corpus, count_words, iter_texts, word_table
+from .validation import check_merge_batch, check_min_count, check_num_threads
+from .word_table import count_corpus, count_words, iter_texts, prune_rare_words, word_table
 
 #: Used when neither vocab_size nor num_merges is given.
 DEFAULT_VOCAB_SIZE = 32768
@@ -53,11 +53,13 @@ class TrainOptions:
     progress: bool
     num_threads: int | None
     normalization: str | None = None
+    merge_batch: int = 1
 
     @classmethod
     def make(cls, vocab_size=None, *, pattern="default", special_tokens=(), tie_break="ids",
              base="bytes", end_of_word=None, num_merges=None, min_frequency=0,
-             max_token_length=None, normalization=None, progress=False, num_threads=None):
+             max_token_length=None, normalization=None, progress=False, num_threads=None,
+             merge_batch=1):
         if tie_break not in TIE_RULES:
             raise ValueError(f"tie_break must be one of {TIE_RULES}, not {tie_break!r}")
         if base not in ("bytes", "chars"):
@@ -71,6 +73,7 @@ class TrainOptions:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} must be a non-negative int, got {value!r}")
         num_threads = check_num_threads(num_threads)
+        check_merge_batch(merge_batch)
         if base == "bytes" and end_of_word is not None:
             raise ValueError("end_of_word is for base='chars' (byte mode needs no marker)")
         if pattern == "default":
@@ -81,7 +84,7 @@ class TrainOptions:
         special_tokens = list(dict.fromkeys(special_tokens))
         return cls(vocab_size, pattern, special_tokens, tie_break, base, end_of_word,
                    num_merges, min_frequency, max_token_length, progress, num_threads,
-                   normalization)
+                   normalization, merge_batch)
 
 
 #: Options that only SentencePiece-style training takes.
@@ -143,7 +146,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
         tie_mode, UNLIMITED if opts.num_merges is None else opts.num_merges, max_ids,
         max(1, int(opts.min_frequency)),
         UNLIMITED if opts.max_token_length is None else opts.max_token_length, opts.progress,
-        max_memory=max_memory,
+        max_memory=max_memory, merge_batch=opts.merge_batch,
     )
     tok = Tokenizer(merges, pattern=opts.pattern, special_tokens=opts.special_tokens,
                     base=opts.base, alphabet=alphabet, end_of_word=opts.end_of_word,
@@ -165,7 +168,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
 
 #: What each option of ``train`` / ``train_files`` is when not given (then not passed on).
 _NOT_GIVEN = {"pattern": "default", "special_tokens": (), "tie_break": "ids",
-              "min_frequency": 0, "progress": False}
+              "min_frequency": 0, "progress": False, "merge_batch": 1}
 
 
 def _given_options(verb: str, sentencepiece_style, **options) -> dict:
@@ -182,6 +185,13 @@ def _given_options(verb: str, sentencepiece_style, **options) -> dict:
     return given
 
 
+def _check_superbpe(verb, transition, pattern, whitespace=None) -> None:
+    if pattern is not None and transition is None:
+        raise TypeError(f"{verb}(): superbpe_pattern is for SuperBPE: pass superbpe_transition")
+    if transition is not None and whitespace is not None:
+        raise TypeError(f"{verb}(): superbpe_transition is for byte-level BPE, not whitespace")
+
+
 def _same(value, default) -> bool:
     return type(value) is type(default) and value == default
 
@@ -192,7 +202,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
           progress=False, trace=False, return_report=False, whitespace=None,
           byte_fallback=None, split_digits=None, character_coverage=None,
           add_dummy_prefix=None, remove_extra_whitespaces=None, user_defined_symbols=None,
-          control_symbols=None):
+          control_symbols=None, superbpe_transition=None, superbpe_pattern=None, merge_batch=1):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -238,7 +248,15 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     roles : mapping, optional
         Special-token roles and chat template (``fastbpe_nb.roles``), e.g.
         ``{"eos": "<|endoftext|>", "pad": "<|pad|>"}``: each names a special token.
+    superbpe_transition, superbpe_pattern : int, str, optional
+        SuperBPE (docs/variants.md): ordinary merges up to this vocabulary size, then on to
+        ``vocab_size`` on pieces that span words (split by ``superbpe_pattern``, default
+        ``pretokenize.SUPERBPE_PATTERN``, which the tokenizer then encodes with).
+    merge_batch : int
+        BatchBPE (docs/variants.md): merge up to this many non-interfering top pairs per
+        pass, a speed mode that is *not* exact BPE (1, the default, is).
     """
+    _check_superbpe("train", superbpe_transition, superbpe_pattern, whitespace)
     options = _given_options(
         "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -247,7 +265,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         whitespace=whitespace, byte_fallback=byte_fallback, split_digits=split_digits,
         character_coverage=character_coverage, add_dummy_prefix=add_dummy_prefix,
         remove_extra_whitespaces=remove_extra_whitespaces,
-        user_defined_symbols=user_defined_symbols, control_symbols=control_symbols)
+        user_defined_symbols=user_defined_symbols, control_symbols=control_symbols,
+        merge_batch=merge_batch)
     roles = _early_roles(roles, options)
     if options.get("whitespace") is not None:
         return _given_roles(_train_sentencepiece_style(texts, vocab_size, options), roles)
@@ -257,6 +276,12 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     report = {"documents": None}
     if opts.normalization is not None and not isinstance(texts, dict):
         texts = _normalized(texts, opts.normalization)
+    stage2 = None
+    if superbpe_transition is not None:  # SuperBPE: stage 1 up to the transition, then 2
+        from .superbpe import Stage2
+
+        stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
+        texts, opts = stage2.reusable(texts), stage2.stage1_options()
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
     # Documents that hold no pre-token (``[""]``, only special tokens) train what the
@@ -279,7 +304,10 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
     report["seconds_counting"] = time.perf_counter() - t0
-    tok = _given_roles(train_from_table(symbols, offsets, counts, alphabet, opts, report), roles)
+    tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
+    if stage2 is not None:
+        tok = stage2.finish_texts(tok, texts, report)
+    tok = _given_roles(tok, roles)
     if trace:
         from .inspect import print_trace
 
@@ -331,29 +359,6 @@ def require_words(counts, what: str) -> None:
                             "or only special tokens)")
 
 
-
-def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
-    """``(chunk_bytes, max_chunk_bytes)`` for the text reader, held within ``max_memory``.
-
-    Counting one chunk holds about 10-15 bytes per text byte (the chunk and its copies,
-    its pre-token offsets, the kernel's tables) on top of the ~230 MiB that the loaded
-    kernels take, and the next batch's need is checked against the budget before it is
-    counted (``check_budget``, at PHASE_BYTES' pessimistic rate): under a budget no chunk may
-    exceed 1/200 of it (2 MiB of 400 MiB), which leaves that check room.
-    """
-    from .io.text_files import default_max_chunk_bytes
-
-    for name, value in (("chunk_bytes", chunk_bytes), ("max_chunk_bytes", max_chunk_bytes)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 8):
-            raise ValueError(f"{name} must be an int >= 8, got {value!r}")
-    limit = max_chunk_bytes or default_max_chunk_bytes(chunk_bytes)
-    if max_memory is not None:
-        limit = min(limit, max(1 << 20, max_memory // 200))
-        chunk_bytes = min(chunk_bytes, max(1 << 16, limit // 2))
-    return chunk_bytes, limit
-
-
 def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
                 on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20,
                 max_invalid_utf8=None, max_chunk_bytes=None):
@@ -372,6 +377,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     from .io.input_files import check_on_bad_input, expand_paths
     from .io.pipeline import prefetch
     from .io.read_stats import ReadStats
+    from .io.text_files import chunk_limits
     from .io.utf8_policy import DEFAULT_MAX_INVALID_UTF8, check_max_invalid_utf8
 
     pattern = pretokenize.resolve_pattern(pattern)
@@ -423,7 +429,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 roles=None, progress=False, trace=False, return_report=False, column="text",
                 on_bad_input="error", max_memory=None, counts_output=None,
                 chunk_bytes=16 << 20, max_invalid_utf8=None, max_chunk_bytes=None,
-                min_word_count=1):
+                min_word_count=1, superbpe_transition=None, superbpe_pattern=None,
+                merge_batch=1):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -438,17 +445,20 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     phase's memory grows with the unique words' bytes: on a large corpus most unique words
     are rare; the report says how many words and occurrences were pruned; a
     ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
-    error (``CorpusReadError`` / ``TrainingError``). ``roles``: as in ``train``.
+    error (``CorpusReadError`` / ``TrainingError``). ``roles``, ``superbpe_transition``,
+    ``superbpe_pattern``, ``merge_batch``: as in ``train`` (SuperBPE reads the files twice).
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
+    _check_superbpe("train_files", superbpe_transition, superbpe_pattern)
     options = _given_options(
         "train_files", False, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
         min_frequency=min_frequency, max_token_length=max_token_length,
-        normalization=normalization, num_threads=num_threads, progress=progress)
+        normalization=normalization, num_threads=num_threads, progress=progress,
+        merge_batch=merge_batch)
     roles = _early_roles(roles, options)
     t0 = time.perf_counter()
     ignored, skipped = [], []
@@ -484,10 +494,17 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                                 f"not {given}: they decide what text was cut out")
         options["special_tokens"] = counted_specials
         opts = TrainOptions.make(vocab_size, **options)
+        if superbpe_transition is not None:
+            raise TrainingError(f"{files[0]} is a counts file of one pattern's words; SuperBPE "
+                                "counts the corpus with two patterns: train from the corpus")
         report["counts_file"] = files[0] if len(files) == 1 else files
         require_words(counts, f"the counts file {files[0]} holds no word")
     else:
-        opts = TrainOptions.make(vocab_size, **options)
+        opts = final = TrainOptions.make(vocab_size, **options)
+        if superbpe_transition is not None:  # SuperBPE: stage 1 up to the transition
+            from .superbpe import Stage2
+
+            opts = Stage2(superbpe_transition, superbpe_pattern, final).stage1_options()
         if opts.base != "bytes":
             raise TrainingError("train_files supports base='bytes' (use train() for char mode)")
         if opts.normalization is not None:
@@ -512,8 +529,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
         if counts_output is not None:
             save_counts(counts_output, word_bytes, offsets, counts, opts.pattern, opts.special_tokens)
     if min_word_count != 1:
-        word_bytes, offsets, counts = _prune_rare_words(word_bytes, offsets, counts,
-                                                        min_word_count, report)
+        word_bytes, offsets, counts = prune_rare_words(word_bytes, offsets, counts, min_word_count,
+                                                       report)
     report["seconds_counting"] = time.perf_counter() - t0
     n_symbols, n_words = int(offsets[-1]), len(counts)
     detail = f"{n_words:,} unique words, {n_symbols:,} symbols"
@@ -525,6 +542,13 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),
                  max_memory, detail)
     tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
+    if superbpe_transition is not None:  # stage 2 counts the corpus again, its own pattern
+        stage2 = Stage2(superbpe_transition, superbpe_pattern, final)
+        tok = stage2.finish_files(tok, lambda pattern: count_files(
+            files, column, pattern=pattern, special_tokens=opts.special_tokens,
+            num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
+            chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
+            max_chunk_bytes=max_chunk_bytes)[0], min_word_count, report, max_memory)
     tok = _given_roles(tok, roles)
     report["seconds_total"] = time.perf_counter() - t0
     if trace:
@@ -532,24 +556,6 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
 
         print_trace(tok)
     return (tok, report) if return_report else tok
-
-
-def _prune_rare_words(word_bytes, offsets, counts, min_word_count, report):
-    """The word table without words counted fewer than ``min_word_count`` (checked) times,
-    order kept; ``report`` gets ``words_pruned`` and ``occurrences_pruned``."""
-    from .kernels.count import prune_words
-    from .parallel import call_kernel
-
-    rare = counts < min_word_count
-    report["words_pruned"] = int(rare.sum())
-    report["occurrences_pruned"] = int(counts[rare].sum())
-    report["min_word_count"] = int(min_word_count)
-    if not report["words_pruned"]:
-        return word_bytes, offsets, counts
-    word_bytes, offsets, counts = call_kernel(prune_words, word_bytes, offsets, counts,
-                                              int(min_word_count))
-    require_words(counts, f"no word is counted {min_word_count} times or more")
-    return word_bytes, offsets, counts
 
 
 def file_is_arrow(path) -> bool:

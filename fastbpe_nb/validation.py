@@ -149,3 +149,16 @@ def checked_ids(ids, n: int, unused=None) -> np.ndarray:
                                     "is an unused id: no token has it (a gap between the "
                                     "special token ids)")
     return arr
+
+
+#: The most pairs a BatchBPE pass may take (``merge_batch``; the kernel holds them).
+MAX_MERGE_BATCH = 1 << 16
+
+
+def check_merge_batch(merge_batch) -> int:
+    """``merge_batch`` (BatchBPE's pairs per pass): an int in 1..MAX_MERGE_BATCH."""
+    if (isinstance(merge_batch, bool) or not isinstance(merge_batch, int)
+            or not 1 <= merge_batch <= MAX_MERGE_BATCH):
+        raise ValueError(f"merge_batch must be an int from 1 to {MAX_MERGE_BATCH}, "
+                         f"got {merge_batch!r}")
+    return merge_batch

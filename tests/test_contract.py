@@ -127,6 +127,12 @@ def peer_encoder(name, tok, tmp_path_factory):
     if name in SENTENCEPIECE:
         sp = sentencepiece_peer(name, tok, tmp_path_factory)
         return sp.encode
+    if name == "superbpe":  # its tokenizer.json export, in Hugging Face's library
+        tokenizers = pytest.importorskip("tokenizers")
+        path = tmp_path_factory.mktemp("superbpe") / "tokenizer.json"
+        tok.to_huggingface(path)
+        hf = tokenizers.Tokenizer.from_file(str(path))
+        return lambda t: hf.encode(t, add_special_tokens=False).ids
     return None
 
 

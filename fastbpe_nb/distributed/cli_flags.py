@@ -23,7 +23,8 @@ from ..errors import ClusterError, FastBPEError
 #: Options a subcommand has that the cluster path does not honour (refused, not ignored).
 _UNSUPPORTED = {
     "count": ("merge", "max_memory"),
-    "train": ("from_counts", "max_memory", "end_of_word", "num_merges", "whitespace"),
+    "train": ("from_counts", "max_memory", "end_of_word", "num_merges", "whitespace",
+              "superbpe_transition", "superbpe_pattern"),
     "encode": ("count_only",),
 }
 
@@ -57,6 +58,8 @@ def _refuse_unsupported(command, args, engine="--dask") -> None:
             flag = "--" + name.replace("_", "-")
             raise ClusterError(f"{flag} is not supported with {engine} (run without {engine})")
     # --base defaults to None (bytes, or chars with --whitespace: refused above).
+    if command == "train" and getattr(args, "merge_batch", 1) != 1:
+        raise ClusterError(f"--merge-batch is not supported with {engine} (run without {engine})")
     if command == "train" and (args.base or "bytes") != "bytes":
         raise ClusterError(f"{engine} trains byte-level models (--base bytes)")
     if command == "train" and getattr(args, "normalization", None) not in (None, "none"):

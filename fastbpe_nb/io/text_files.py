@@ -114,6 +114,26 @@ def default_max_chunk_bytes(chunk_bytes: int) -> int:
     return max(4 * chunk_bytes, 64 << 10)
 
 
+def chunk_limits(chunk_bytes, max_chunk_bytes=None, max_memory=None):
+    """``(chunk_bytes, max_chunk_bytes)`` for the text reader, held within ``max_memory``.
+
+    Counting one chunk holds about 10-15 bytes per text byte (the chunk and its copies,
+    its pre-token offsets, the kernel's tables) on top of the ~230 MiB that the loaded
+    kernels take, and the next batch's need is checked against the budget before it is
+    counted (``check_budget``, at PHASE_BYTES' pessimistic rate): under a budget no chunk may
+    exceed 1/200 of it (2 MiB of 400 MiB), which leaves that check room.
+    """
+    for name, value in (("chunk_bytes", chunk_bytes), ("max_chunk_bytes", max_chunk_bytes)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 8):
+            raise ValueError(f"{name} must be an int >= 8, got {value!r}")
+    limit = max_chunk_bytes or default_max_chunk_bytes(chunk_bytes)
+    if max_memory is not None:
+        limit = min(limit, max(1 << 20, max_memory // 200))
+        chunk_bytes = min(chunk_bytes, max(1 << 16, limit // 2))
+    return chunk_bytes, limit
+
+
 def read_text(path: str, stats: ReadStats, chunk_bytes: int = 16 << 20, splittable=True,
               max_invalid_utf8: float = DEFAULT_MAX_INVALID_UTF8,
               max_chunk_bytes: int | None = None):

@@ -738,7 +738,7 @@ def _fill_index(rec, nodes, symbols, wr, n_rows):
 @njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
                  max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows,
-                 lookahead=16, heap_floor=1024):
+                 lookahead=16, heap_floor=1024, base_units=None, merge_batch=1):
     """Learn up to ``max_merges`` merges from a word-frequency table.
 
     Parameters
@@ -792,6 +792,15 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         as many as merges still to do, and at least this many (>= 1; the Python side
         passes ``merge_loop.HEAP_FLOOR``; tests pass 1 to reach the threshold's paths on
         small tables).
+    base_units : int64[n_base], optional
+        Length of each base token in base units, for ``max_units`` (default: 1 each). To
+        continue training from tokens already merged (SuperBPE's stage 2: the base tokens
+        are the stage-1 vocabulary, the words their stage-1 encodings), pass their lengths.
+    merge_batch : int
+        1: exact BPE. k > 1: BatchBPE's passes (``reference._learn``): each pass takes the
+        best ``min(k, merges left, ids left)`` pairs and merges, in order, those that no
+        better one of them can interfere with (none ends with their left token or starts
+        with their right one); the others go back to the heap.
 
     Returns
     -------
@@ -831,6 +840,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     tok_data = np.empty(max(16, 2 * tok_data_base.shape[0]), dtype=np.uint8)
     tok_data[: tok_data_base.shape[0]] = tok_data_base
     units = np.ones(cap_ids, dtype=np.int64)
+    if base_units is not None:
+        units[:n_base] = base_units
     n_ids = n_base
     bkeys = np.full(table_capacity(cap_ids), EMPTY, dtype=np.int64)
     for t in range(n_base):
@@ -906,58 +917,113 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
     half = lookahead // 2
     wr_flat = wr.reshape(-1)
 
+    # BatchBPE (merge_batch > 1): the pass' pairs, merged one after another (see below).
+    n_slots = max(1, merge_batch)
+    cand = np.empty((n_slots, 3), dtype=np.int64)  # a pass' candidates: count, tie key, key
+    batch = np.empty(n_slots, dtype=np.int64)  # the keys of the pairs it merges, in order
+    n_batch = 0
+    i_batch = 0
+    true_aux = np.int64(0)
+
     while n_merges < max_merges and n_ids < max_ids:
         if progress[1] != 0:
             progress[2] = STOPPED_ASKED
             break
-        # Pop until the top entry is the true priority of its pair.
-        best = -1
-        while True:
-            if hn == 0:
-                if theta <= min_count:
-                    break  # every eligible pair left is below min_count
-                target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs,
-                                      heap_floor)
-                new_theta = _choose_theta(rec, units, max_units, target, min_count)
-                # No eligible pair is left at or above theta (each has an entry): lower it.
-                theta = max(min(new_theta, theta - 1), min_count)
-                need = _count_at_least(rec, units, max_units, theta)
-                if need == 0 and theta <= min_count:
+        if i_batch == n_batch:
+            # The next pass: the best m pairs (one without batching), in priority order.
+            m = min(n_slots, max_merges - n_merges, max_ids - n_ids)
+            n_cand = 0
+            while n_cand < m:
+                # Pop until the top entry is the true priority of its pair.
+                best = -1
+                while True:
+                    if hn == 0:
+                        if theta <= min_count:
+                            break  # every eligible pair left is below min_count
+                        target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs,
+                                              heap_floor)
+                        new_theta = _choose_theta(rec, units, max_units, target, min_count)
+                        # No eligible pair is left at or above theta (each has an entry): lower it.
+                        theta = max(min(new_theta, theta - 1), min_count)
+                        need = _count_at_least(rec, units, max_units, theta)
+                        if need == 0 and theta <= min_count:
+                            break
+                        extra = _grow_bytes(heap, need)
+                        if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes
+                                               + heap.nbytes + node_bytes * index_rows, extra, 2):
+                            out_of_memory = True
+                            break
+                        heap = _grow_q(heap, need)
+                        hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank,
+                                        n_base, tok_off, tok_data)
+                        _event(progress, PROG_REBUILDS)
+                        continue
+                    c = heap[0, H_COUNT]
+                    aux = heap[0, H_AUX]
+                    key = heap[0, H_KEY]
+                    hn -= 1
+                    if hn > 0:
+                        _swap(heap, 0, hn)
+                        _sift_down(heap, 0, hn, tie_mode, tok_off, tok_data)
+                    p = _probe(rec, key)
+                    if rec[p, R_KEY] == EMPTY:
+                        continue  # the pair died (count 0)
+                    cur = rec[p, R_COUNT]
+                    if cur < theta or cur <= 0 or cur > c:
+                        continue  # below the heap's threshold, or a higher entry of p is queued
+                    if first_mode and rec[p, R_DIRTY] != 0:
+                        rec[p, R_FIRST] = _find_first(rec, nodes, p, symbols, wr, pos)
+                        rec[p, R_DIRTY] = 0
+                    true_aux = _tie_key(rec, p, tie_mode, base_rank, n_base)
+                    if cur != c or true_aux != aux:
+                        hn = _push(heap, hn, cur, true_aux, key, tie_mode, tok_off, tok_data)
+                        continue
+                    best = p
                     break
-                extra = _grow_bytes(heap, need)
-                if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes
-                                       + heap.nbytes + node_bytes * index_rows, extra, 2):
-                    out_of_memory = True
+                if out_of_memory or best < 0:
                     break
-                heap = _grow_q(heap, need)
-                hn = _fill_heap(heap, rec, units, max_units, theta, tie_mode, base_rank,
-                                n_base, tok_off, tok_data)
-                _event(progress, PROG_REBUILDS)
-                continue
-            c = heap[0, H_COUNT]
-            aux = heap[0, H_AUX]
-            key = heap[0, H_KEY]
-            hn -= 1
-            if hn > 0:
-                _swap(heap, 0, hn)
-                _sift_down(heap, 0, hn, tie_mode, tok_off, tok_data)
-            p = _probe(rec, key)
-            if rec[p, R_KEY] == EMPTY:
-                continue  # the pair died (count 0)
-            cur = rec[p, R_COUNT]
-            if cur < theta or cur <= 0 or cur > c:
-                continue  # below the heap's threshold, or a higher entry of p is queued
-            if first_mode and rec[p, R_DIRTY] != 0:
-                rec[p, R_FIRST] = _find_first(rec, nodes, p, symbols, wr, pos)
-                rec[p, R_DIRTY] = 0
-            true_aux = _tie_key(rec, p, tie_mode, base_rank, n_base)
-            if cur != c or true_aux != aux:
-                hn = _push(heap, hn, cur, true_aux, key, tie_mode, tok_off, tok_data)
-                continue
-            best = p
-            break
-        if out_of_memory or best < 0 or rec[best, R_COUNT] < min_count:
-            break
+                key = rec[best, R_KEY]
+                if rec[best, R_COUNT] < min_count:
+                    break  # (cannot happen: theta >= min_count; as the exact loop checks)
+                dup = False
+                for j in range(n_cand):
+                    dup = dup or cand[j, 2] == key
+                if not dup:  # (a heap rebuild may list a candidate again)
+                    cand[n_cand, 0] = rec[best, R_COUNT]
+                    cand[n_cand, 1] = true_aux
+                    cand[n_cand, 2] = key
+                    n_cand += 1
+            if out_of_memory:
+                break
+            # Room to put candidates back (a heap rebuild may have filled it meanwhile).
+            extra = _grow_bytes(heap, hn + n_cand)
+            if extra and not _fits(progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
+                                   + node_bytes * index_rows, extra, 2):
+                out_of_memory = True
+                break
+            heap = _grow_q(heap, hn + n_cand)
+            # A candidate (a, b) that a better one could interfere with (one ending with a
+            # or starting with b) is put back; the others' occurrences are disjoint, and
+            # merging one changes no other's count, so they are merged in order.
+            n_batch = 0
+            i_batch = 0
+            for j in range(n_cand):
+                a = cand[j, 2] >> 32
+                b = cand[j, 2] & LOW32
+                safe = True
+                for i in range(j):
+                    if (cand[i, 2] & LOW32) == a or (cand[i, 2] >> 32) == b:
+                        safe = False
+                if safe:
+                    batch[n_batch] = cand[j, 2]
+                    n_batch += 1
+                else:
+                    hn = _push(heap, hn, cand[j, 0], cand[j, 1], cand[j, 2], tie_mode,
+                               tok_off, tok_data)
+            if n_batch == 0:
+                break
+        best = _probe(rec, batch[i_batch])
+        i_batch += 1
 
         best_key = rec[best, R_KEY]
         A = best_key >> 32

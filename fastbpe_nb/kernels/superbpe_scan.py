@@ -1,0 +1,133 @@
+"""Numba pre-tokenizer of SuperBPE's stage-2 pattern (``pretokenize.SUPERBPE_PATTERN``).
+
+The pattern is five alternatives, tried in order at each position::
+
+    \\p{N}{1,3} | ' '?[^\\s\\p{L}\\p{N}]{2,}[\\r\\n/]* | ' '+(?!\\S) | [\\r\\n]+ | gap
+
+where the gap is ``(?:(?!<the first four>)[\\s\\S])+``: the characters up to the next
+position at which one of the first four matches. :func:`superbpe_pieces` reproduces
+``regex.findall`` of it exactly (tests/test_superbpe.py compares them) on the class words of
+``scan.decode_document``, whose invalid UTF-8 bytes are one "other" character each, as
+``regex`` sees them after ``surrogateescape`` decoding.
+"""
+
+import numpy as np
+from numba import njit
+
+from .scan import (
+    _NOT_OTHER,
+    CH_CRLF,
+    CH_SLASH,
+    CH_SPACE,
+    N_SENTINELS,
+    ascii_class_words,
+    decode_document,
+)
+from .unicode_classes import CLS_N, CLS_WS
+#: kernel cache stamp: db439ed593d82df3847a7fb839651ba618071c9335cf7ce7745588d1a7a1eda4
+
+
+@njit(cache=True, nogil=True)
+def _is_other(w):
+    """Whether class word ``w`` is matched by ``[^\\s\\p{L}\\p{N}]`` (not the sentinel)."""
+    return (w & _NOT_OTHER) == 0
+
+
+@njit(cache=True, nogil=True)
+def _cut_starts(words, i, n_chars):
+    """Whether one of the four cut alternatives matches at character ``i``."""
+    w = words[i]
+    if (w & CLS_N) != 0 or (w & CH_CRLF) != 0:
+        return True
+    if _is_other(w):
+        return _is_other(words[i + 1])
+    if (w & CH_SPACE) != 0:
+        if i + 1 == n_chars or (words[i + 1] & CLS_WS) != 0:
+            return True  # ' '+(?!\S)
+        return _is_other(words[i + 1]) and _is_other(words[i + 2])
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _piece_end(words, i, n_chars):
+    """End (character index) of the piece that starts at character ``i``."""
+    w = words[i]
+    if (w & CLS_N) != 0:
+        j = i + 1
+        while j < i + 3 and (words[j] & CLS_N) != 0:
+            j += 1
+        return j
+    start = -1  # start of a punctuation run of >= 2, the optional space before it
+    if (w & CH_SPACE) != 0 and _is_other(words[i + 1]) and _is_other(words[i + 2]):
+        start = i + 1
+    elif _is_other(w) and _is_other(words[i + 1]):
+        start = i
+    if start >= 0:
+        j = start + 2
+        while _is_other(words[j]):
+            j += 1
+        while (words[j] & (CH_CRLF | CH_SLASH)) != 0:
+            j += 1
+        return j
+    if (w & CH_SPACE) != 0:
+        r = i + 1
+        while (words[r] & CH_SPACE) != 0:
+            r += 1
+        if r == n_chars or (words[r] & CLS_WS) != 0:
+            return r
+        if r - 1 > i:
+            return r - 1  # the last space stays for the non-space after it
+    if (w & CH_CRLF) != 0:
+        j = i + 1
+        while (words[j] & CH_CRLF) != 0:
+            j += 1
+        return j
+    j = i + 1  # the gap: up to the next position where a cut matches
+    while j < n_chars and not _cut_starts(words, j, n_chars):
+        j += 1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def superbpe_pieces(data, doc_offsets, stage1, stage2):
+    """Piece boundaries of SuperBPE's stage-2 pattern over a batch of documents.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]`` UTF-8 bytes of the documents (invalid sequences allowed).
+    doc_offsets : numpy.ndarray
+        ``int64[n_docs + 1]`` non-decreasing document boundaries in ``data``.
+    stage1, stage2 : numpy.ndarray
+        The two-level code-point class table (``unicode_tables``).
+
+    Returns
+    -------
+    piece_offsets : numpy.ndarray
+        ``int64[n_pieces + 1]`` piece boundaries (pieces tile every document).
+    doc_piece_offsets : numpy.ndarray
+        ``int64[n_docs + 1]`` index of each document's first piece.
+    """
+    n_docs = doc_offsets.shape[0] - 1
+    ascii_words = ascii_class_words(stage1, stage2)
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, doc_offsets[d + 1] - doc_offsets[d])
+    words = np.empty(longest + N_SENTINELS, dtype=np.uint32)
+    char_offsets = np.empty(longest + 1, dtype=np.int64)
+    pieces = np.empty(doc_offsets[n_docs] - doc_offsets[0] + 1, dtype=np.int64)
+    doc_pieces = np.zeros(n_docs + 1, dtype=np.int64)
+    pieces[0] = doc_offsets[0]
+    n = 0
+    for d in range(n_docs):
+        start = doc_offsets[d]
+        end = doc_offsets[d + 1]
+        n_chars = decode_document(data, start, end, end, stage1, stage2, ascii_words, words,
+                                  char_offsets)
+        i = 0
+        while i < n_chars:
+            i = _piece_end(words, i, n_chars)
+            n += 1
+            pieces[n] = char_offsets[i]
+        doc_pieces[d + 1] = n
+    return pieces[: n + 1].copy(), doc_pieces

@@ -1,0 +1,180 @@
+"""SuperBPE's second stage (Liu et al. 2025, arXiv 2503.13423): superword merges.
+
+Stage 1 is ordinary training up to the transition vocabulary size (``training``). Stage 2
+(this module) takes the word table of the same corpus pre-tokenized with a pattern whose
+pieces span words (``pretokenize.SUPERBPE_PATTERN`` by default), encodes every stage-2 word
+with the stage-1 merges, and runs the same merge kernel on those sequences, with the
+stage-1 vocabulary as its base tokens: new ids follow them, the tie rule and the length
+limit are those of stage 1. ``reference.train_superbpe`` is the specification.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .byte_level import hf_byte_ranks
+from .errors import TrainingError
+from .merge_loop import UNLIMITED, run_merge_kernel
+from .tokenizer import Tokenizer
+
+
+def check_transition(transition, vocab_size, n_special: int, base: str) -> int:
+    """The validated transition vocabulary size (stage 1 stops there)."""
+    if isinstance(transition, bool) or not isinstance(transition, int) or transition < 0:
+        raise ValueError(f"superbpe_transition must be a non-negative int, got {transition!r}")
+    if base != "bytes":
+        raise TrainingError("superbpe_transition is for byte-level training (base='bytes'): "
+                            "SuperBPE's second stage merges across whitespace, which char "
+                            "mode drops")
+    if transition < 256 + n_special:
+        raise TrainingError(f"superbpe_transition={transition} is smaller than the 256 bytes"
+                            + (f" plus {n_special} special tokens" if n_special else ""))
+    if vocab_size is not None and transition > vocab_size:
+        raise TrainingError(f"superbpe_transition={transition} is above vocab_size={vocab_size}"
+                            ": stage 1 would stop after the whole vocabulary")
+    return transition
+
+
+def joinable_bigrams(token_bytes) -> np.ndarray:
+    """``bool[256, 256]``: whether some token holds byte ``a`` followed by byte ``b``.
+
+    No merge of these tokens can ever join two bytes whose bigram is not in the table (the
+    token it made would hold that bigram), so encoding cuts a word there without changing
+    a single id: encoding chooses the lowest-ranked pair of the whole word, and no pair that
+    crosses such a cut has a rank."""
+    table = np.zeros((256, 256), dtype=bool)
+    data = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
+    lengths = np.fromiter(map(len, token_bytes), np.int64, len(token_bytes))
+    inside = np.ones(max(0, len(data) - 1), dtype=bool)  # bigram within one token
+    inside[np.cumsum(lengths)[:-1] - 1] = False  # (last byte of a token, first of the next)
+    table[data[:-1][inside], data[1:][inside]] = True
+    return table
+
+
+def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_threads=None):
+    """``(symbols int32, offsets int64)``: each stage-2 word encoded with ``stage1``'s
+    merges as one piece (no pre-tokenization, no special tokens); ``token_bytes``: its
+    regular tokens' bytes.
+
+    The words are first cut where no stage-1 token holds the bigram (``joinable_bigrams``;
+    e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged and
+    gives the encoder the short, recurring pieces its caches are made for."""
+    import pyarrow as pa
+
+    word_bytes = np.ascontiguousarray(word_bytes, np.uint8)
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    n = len(offsets) - 1
+    table = joinable_bigrams(token_bytes)
+    cut = np.zeros(len(word_bytes) + 1, dtype=bool)
+    if len(word_bytes) > 1:
+        cut[1:-1] = ~table[word_bytes[:-1], word_bytes[1:]]
+    cut[offsets] = True  # every word starts (and the last one ends) a segment
+    starts = np.flatnonzero(cut)  # segment boundaries, word boundaries among them
+    plain = Tokenizer(stage1.merges, pattern=None)
+    segments = pa.LargeStringArray.from_buffers(len(starts) - 1, pa.py_buffer(starts),
+                                                pa.py_buffer(word_bytes))
+    ids, seg_offsets, _ = plain.encode_batch_flat(segments, num_threads=num_threads)
+    # A word's ids start where its first segment's do.
+    sym_offsets = seg_offsets[np.searchsorted(starts, offsets)]
+    return np.ascontiguousarray(ids, np.int32), np.ascontiguousarray(sym_offsets, np.int64)
+
+
+def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, vocab_size,
+                 num_merges, special_tokens, tie_break, min_frequency, max_token_length,
+                 progress=False, num_threads=None, max_memory=None, report=None) -> Tokenizer:
+    """Continue ``stage1`` on the stage-2 word table (bytes, offsets, counts) and return the
+    SuperBPE tokenizer: all merges, encoding with ``pattern``."""
+    from .kernels.merge import TIE_BYTES, TIE_FIRST, TIE_RANKS
+
+    n_special = len(special_tokens)
+    base_bytes = list(stage1.vocab[: len(stage1.vocab) - n_special])
+    symbols, sym_offsets = stage2_symbols(stage1, base_bytes, word_bytes, offsets, num_threads)
+    n_base = len(base_bytes)
+    ranks = np.arange(n_base, dtype=np.int64)
+    if tie_break == "hf":
+        ranks[:256] = hf_byte_ranks()
+    tie_mode = {"ids": TIE_RANKS, "hf": TIE_RANKS, "first": TIE_FIRST,
+                "bytes": TIE_BYTES}[tie_break]
+    max_ids = UNLIMITED if vocab_size is None else vocab_size - n_special
+    max_merges = UNLIMITED if num_merges is None else max(0, num_merges - len(stage1.merges))
+    merges, merge_ids, merge_counts = run_merge_kernel(
+        symbols, sym_offsets, np.ascontiguousarray(counts, np.int64), base_bytes, ranks,
+        tie_mode, max_merges, max(max_ids, n_base), max(1, int(min_frequency)),
+        UNLIMITED if max_token_length is None else max_token_length, progress,
+        max_memory=max_memory,
+        base_units=np.fromiter(map(len, base_bytes), np.int64, n_base))
+    all_counts = np.concatenate([stage1.merge_counts, merge_counts])
+    tok = Tokenizer(np.concatenate([stage1.merges, merges]).astype(np.int32), pattern=pattern,
+                    special_tokens=special_tokens, tie_break=tie_break,
+                    merge_counts=all_counts)
+    if not np.array_equal(tok.merge_ids[len(stage1.merges):], merge_ids):
+        raise AssertionError("internal error: stage-2 merge ids differ from the vocabulary")
+    if report is not None:
+        report.update({"superbpe_stage1_merges": int(len(stage1.merges)),
+                       "superbpe_stage2_merges": int(len(merges)),
+                       "superbpe_stage2_words": int(len(counts)),
+                       "merges": int(len(tok.merges)), "vocab_size": tok.vocab_size})
+    return tok
+
+
+class Stage2:
+    """What ``train`` / ``train_files`` need for SuperBPE: the options of stage 1 and the
+    second stage on the same corpus (its own word table, counted with ``pattern``)."""
+
+    def __init__(self, transition, pattern, opts):
+        from . import pretokenize
+
+        self.transition = check_transition(transition, opts.vocab_size,
+                                           len(opts.special_tokens), opts.base)
+        if opts.merge_batch != 1:
+            raise TrainingError("superbpe_transition with merge_batch is not supported: "
+                                "SuperBPE's stages are exact BPE")
+        pattern = pretokenize.SUPERBPE_PATTERN if pattern is None else pattern
+        self.pattern = pretokenize.resolve_pattern(pattern)
+        pretokenize.compiled_pattern(self.pattern)
+        self.opts = opts
+
+    def stage1_options(self):
+        """``opts`` with stage 1's vocabulary size: the transition."""
+        import dataclasses
+
+        return dataclasses.replace(self.opts, vocab_size=self.transition)
+
+    def reusable(self, texts):
+        """``texts`` as something both stages can read (a one-pass iterator becomes a list)."""
+        if isinstance(texts, dict):
+            raise TrainingError("superbpe_transition needs documents: a {word: count} dict is "
+                                "pre-tokenized already, and stage 2 pre-tokenizes again")
+        return list(texts) if iter(texts) is texts else texts
+
+    def finish(self, stage1, word_bytes, offsets, counts, report, max_memory=None):
+        """The SuperBPE tokenizer from ``stage1`` and the stage-2 word table."""
+        o = self.opts
+        return train_stage2(stage1, word_bytes, offsets, counts, pattern=self.pattern,
+                            vocab_size=o.vocab_size, num_merges=o.num_merges,
+                            special_tokens=o.special_tokens, tie_break=o.tie_break,
+                            min_frequency=o.min_frequency, max_token_length=o.max_token_length,
+                            progress=o.progress, num_threads=o.num_threads,
+                            max_memory=max_memory, report=report)
+
+    def finish_texts(self, stage1, texts, report):
+        """Stage 2 of ``train``: count ``texts`` again with the stage-2 pattern, continue."""
+        from .word_table import count_corpus
+
+        counter = count_corpus(texts, self.pattern, self.opts.special_tokens,
+                               self.opts.num_threads)
+        word_bytes, offsets, counts = counter.table()
+        return self.finish(stage1, word_bytes, offsets, counts, report)
+
+    def finish_files(self, stage1, count, min_word_count, report, max_memory=None):
+        """Stage 2 of ``train_files``: ``count(pattern)`` counts the corpus files again
+        (a WordCounter), rare words are pruned as in stage 1, then ``finish``."""
+        from .word_table import prune_rare_words
+
+        counter = count(self.pattern)
+        word_bytes, offsets, counts = counter.table()
+        del counter
+        if min_word_count != 1:
+            word_bytes, offsets, counts = prune_rare_words(word_bytes, offsets, counts,
+                                                           min_word_count, {})
+        return self.finish(stage1, word_bytes, offsets, counts, report, max_memory)

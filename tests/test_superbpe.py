@@ -1,0 +1,309 @@
+"""SuperBPE (``train(..., superbpe_transition=t)``) against its specification,
+``reference.train_superbpe``: stage 1 is ordinary BPE up to the transition vocabulary size,
+stage 2 continues on pieces that span words. Merges, ids and counts must be identical for
+every tie rule, on hypothesis corpora and tie-heavy seeded ones; the model must encode as
+the reference does, survive save/load, and be exported only where a format expresses it.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastbpe_nb as fb
+from fastbpe_nb import reference as ref
+from fastbpe_nb.pretokenize import SUPERBPE_PATTERN
+
+from fbtest import NOJIT
+
+TIES = ["ids", "hf", "first", "bytes"]
+EXAMPLES = 30 if NOJIT else 120
+
+# Tiny alphabets with spaces, punctuation, digits and newlines: ties everywhere, pieces of
+# stage 2 that span words, and the pattern's cuts (digit groups, punctuation runs).
+alphabets = st.sampled_from(["ab ", "ab .", "ab, \n", "a1 b2", "aé !?", "x中 ..", "ab  \n"])
+
+
+@st.composite
+def corpora(draw):
+    alphabet = draw(alphabets)
+    return draw(st.lists(st.text(alphabet=alphabet, min_size=0, max_size=40), min_size=1,
+                         max_size=8))
+
+
+def assert_same_model(tok, model):
+    assert [tuple(m) for m in tok.merges.tolist()] == model.merges
+    assert tok.merge_ids.tolist() == model.merge_ids
+    assert tok.merge_counts.tolist() == model.merge_counts
+    assert tok.vocab[: len(model.token_bytes)] == model.token_bytes
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=corpora(), tie=st.sampled_from(TIES), transition=st.integers(256, 275),
+       extra=st.integers(0, 40), min_frequency=st.integers(0, 3),
+       max_len=st.one_of(st.none(), st.integers(1, 8)),
+       pattern=st.sampled_from(["gpt2", "cl100k", r"\S+|\s+"]))
+def test_superbpe_matches_reference(docs, tie, transition, extra, min_frequency, max_len,
+                                    pattern):
+    opts = dict(vocab_size=transition + extra, tie_break=tie, min_frequency=min_frequency,
+                max_token_length=max_len, pattern=pattern)
+    model = ref.train_superbpe(docs, transition=transition, **opts)
+    tok = fb.train(docs, superbpe_transition=transition, **opts)
+    assert_same_model(tok, model)
+    assert tok.pattern == SUPERBPE_PATTERN
+    for doc in docs:
+        assert tok.encode(doc) == ref.encode(doc, model)
+        assert tok.decode(tok.encode(doc)) == doc
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(docs=corpora(), tie=st.sampled_from(TIES), transition=st.integers(256, 270),
+       num_merges=st.integers(0, 40), n_special=st.integers(0, 2))
+def test_num_merges_and_special_tokens(docs, tie, transition, num_merges, n_special):
+    specials = ["<|s|>", "<|e|>"][:n_special]
+    docs = [d + "<|s|>" + d for d in docs]
+    transition += n_special
+    opts = dict(num_merges=num_merges, tie_break=tie, special_tokens=specials)
+    model = ref.train_superbpe(docs, transition=transition, **opts)
+    tok = fb.train(docs, superbpe_transition=transition, **opts)
+    assert_same_model(tok, model)
+    assert len(tok.merges) <= num_merges
+    for doc in docs:
+        assert tok.encode(doc, allowed_special="all") == ref.encode(doc, model, "all")
+
+
+def tie_heavy_corpus(seed, n_docs=40):
+    """Few distinct words over a small alphabet with equal counts: many tied pairs in both
+    stages (stage 2 sees the same word pairs again and again)."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices("abcd", k=rng.randint(1, 4))) for _ in range(8)]
+    seps = [" ", " ", " ", ", ", ". ", "\n", " 12 ", "!! "]
+    docs = []
+    for _ in range(n_docs):
+        parts = [rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12))]
+        docs.append("".join(parts))
+    return docs
+
+
+@pytest.mark.parametrize("seed", range(4 if NOJIT else 10))
+@pytest.mark.parametrize("tie", TIES)
+def test_tie_heavy_corpora_match_reference(seed, tie):
+    docs = tie_heavy_corpus(seed)
+    model = ref.train_superbpe(docs, transition=290, vocab_size=400, tie_break=tie)
+    tok = fb.train(docs, vocab_size=400, superbpe_transition=290, tie_break=tie)
+    # Both stages learned something, and stage 2 made tokens that span a space.
+    assert len(model.merges) > 40
+    assert any(b" " in t.strip(b" ") for t in model.token_bytes[290:])
+    assert_same_model(tok, model)
+    for doc in tie_heavy_corpus(seed + 100, 8):
+        assert tok.encode(doc) == ref.encode(doc, model)
+
+
+def test_max_token_length_counts_the_bytes_of_stage_one_tokens():
+    # Stage 2's base tokens are merged already: a limit of 6 bytes must count their bytes
+    # (the kernel's base_units), not one unit per stage-1 token.
+    docs = tie_heavy_corpus(3, 60)
+    model = ref.train_superbpe(docs, transition=300, vocab_size=420, max_token_length=6)
+    tok = fb.train(docs, vocab_size=420, superbpe_transition=300, max_token_length=6)
+    assert_same_model(tok, model)
+    assert max(len(t) for t in tok.vocab) == 6
+
+
+def test_transition_at_vocab_size_is_stage_one_with_the_stage_two_pattern():
+    docs = tie_heavy_corpus(5)
+    plain = fb.train(docs, vocab_size=266)
+    tok = fb.train(docs, vocab_size=266, superbpe_transition=266)
+    assert len(plain.merges) == 10 and np.array_equal(tok.merges, plain.merges)
+    assert tok.pattern == SUPERBPE_PATTERN
+
+
+def test_iterator_and_arrow_inputs_and_train_files(tmp_path):
+    import pyarrow as pa
+
+    docs = tie_heavy_corpus(7)
+    want = fb.train(docs, vocab_size=350, superbpe_transition=300)
+    assert np.array_equal(fb.train(iter(docs), vocab_size=350, superbpe_transition=300).merges,
+                          want.merges)
+    assert np.array_equal(fb.train(pa.array(docs), vocab_size=350,
+                                   superbpe_transition=300).merges, want.merges)
+    paths = []
+    for i, doc in enumerate(docs):
+        paths.append(tmp_path / f"{i:03}.txt")
+        paths[-1].write_text(doc, encoding="utf-8")
+    from_files = fb.train_files([str(p) for p in paths], vocab_size=350, superbpe_transition=300)
+    assert np.array_equal(from_files.merges, want.merges)
+    assert from_files.pattern == want.pattern
+
+
+def test_own_stage_two_pattern():
+    docs = tie_heavy_corpus(8)
+    pattern = r"[^\n]+|\n"
+    model = ref.train_superbpe(docs, transition=290, vocab_size=380, superbpe_pattern=pattern)
+    tok = fb.train(docs, vocab_size=380, superbpe_transition=290, superbpe_pattern=pattern)
+    assert_same_model(tok, model)
+    assert tok.pattern == pattern
+
+
+def test_save_load_gives_the_same_encoder(tmp_path):
+    docs = tie_heavy_corpus(9)
+    tok = fb.train(docs, vocab_size=380, superbpe_transition=290)
+    tok.save(tmp_path / "m.json")
+    back = fb.load(tmp_path / "m.json")
+    assert back.pattern == tok.pattern and np.array_equal(back.merges, tok.merges)
+    for doc in tie_heavy_corpus(10, 10):
+        assert back.encode(doc) == tok.encode(doc)
+
+
+def encoded_all(tok, other, docs):
+    return all(tok.encode(d) == other.encode(d) for d in docs)
+
+
+def test_exports(tmp_path):
+    """tokenizer.json expresses SuperBPE (a Split regex before ByteLevel); a .tiktoken file
+    holds the ranks and, as for every tokenizer, the caller passes the pattern; a
+    SentencePiece .model cannot hold a byte-level model and is refused by name."""
+    docs = tie_heavy_corpus(11, 80)
+    tok = fb.train(docs, vocab_size=420, superbpe_transition=300)
+    held = tie_heavy_corpus(12, 20)
+    tok.to_huggingface(tmp_path / "tokenizer.json")
+    assert encoded_all(tok, fb.from_huggingface(tmp_path / "tokenizer.json"), held)
+    tok.to_tiktoken(tmp_path / "t.tiktoken")
+    ranks = fb.from_tiktoken(tmp_path / "t.tiktoken", pattern=tok.pattern)
+    assert encoded_all(tok, ranks, held)
+    with pytest.raises(fb.LossyExportError, match="bytes"):
+        tok.to_sentencepiece(tmp_path / "x.model")
+
+
+def test_huggingface_tokenizers_encodes_the_export_alike(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    docs = tie_heavy_corpus(13, 80)
+    tok = fb.train(docs, vocab_size=420, superbpe_transition=300)
+    tok.to_huggingface(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for doc in tie_heavy_corpus(14, 20):
+        assert hf.encode(doc).ids == tok.encode(doc)
+
+
+def test_tiktoken_encodes_the_export_alike(tmp_path):
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    docs = tie_heavy_corpus(15, 80)
+    tok = fb.train(docs, vocab_size=420, superbpe_transition=300)
+    tok.to_tiktoken(tmp_path / "t.tiktoken")
+    enc = tiktoken.Encoding("superbpe", pat_str=tok.pattern,
+                            mergeable_ranks=load_tiktoken_bpe(str(tmp_path / "t.tiktoken")),
+                            special_tokens={})
+    for doc in tie_heavy_corpus(16, 20):
+        assert enc.encode_ordinary(doc) == tok.encode(doc)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(vocab_size=300, superbpe_transition=301), fb.TrainingError, "above vocab_size"),
+    (dict(vocab_size=300, superbpe_transition=255), fb.TrainingError, "256 bytes"),
+    (dict(vocab_size=300, superbpe_transition=257, special_tokens=["<s>", "</s>"]),
+     fb.TrainingError, "special tokens"),
+    (dict(vocab_size=300, superbpe_transition=-1), ValueError, "non-negative"),
+    (dict(vocab_size=300, superbpe_transition=True), ValueError, "non-negative"),
+    (dict(vocab_size=300, superbpe_transition=280, base="chars"), fb.TrainingError,
+     "byte-level"),
+    (dict(vocab_size=300, superbpe_transition=280, whitespace="\u2581"), TypeError,
+     "superbpe_transition"),
+    (dict(vocab_size=300, superbpe_transition=280, superbpe_pattern="gtp2"), fb.PatternError,
+     "gpt2"),
+])
+def test_refused_options(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fb.train(["ab ab, ab"], **kwargs)
+
+
+def test_stage_two_pattern_needs_a_transition(tmp_path):
+    with pytest.raises(TypeError, match="superbpe_transition"):
+        fb.train(["ab ab"], vocab_size=300, superbpe_pattern=r"\S+")
+    with pytest.raises(TypeError, match="superbpe_transition"):
+        fb.train_files([str(tmp_path / "x.txt")], vocab_size=300, superbpe_pattern=r"\S+")
+
+
+def test_word_dict_and_counts_file_are_refused(tmp_path):
+    with pytest.raises(fb.TrainingError, match="dict"):
+        fb.train({"ab": 3, "b a": 2}, vocab_size=300, superbpe_transition=280)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ab ab, ab\n" * 20, encoding="utf-8")
+    fb.count_to_file([str(corpus)], tmp_path / "counts.arrow")
+    with pytest.raises(fb.TrainingError, match="counts file"):
+        fb.train_files([str(tmp_path / "counts.arrow")], vocab_size=300, superbpe_transition=280)
+
+
+def test_cli_train_superbpe(tmp_path):
+    from fastbpe_nb.cli import main
+
+    corpus = tmp_path / "c.txt"
+    docs = tie_heavy_corpus(17, 60)
+    corpus.write_text("".join(docs), encoding="utf-8")
+    out = tmp_path / "m.json"
+    assert main(["train", str(corpus), "-o", str(out), "--vocab-size", "380",
+                 "--superbpe-transition", "300", "-q"]) == 0
+    tok = fb.load(out)
+    want = fb.train_files([str(corpus)], vocab_size=380, superbpe_transition=300)
+    assert np.array_equal(tok.merges, want.merges) and tok.pattern == SUPERBPE_PATTERN
+
+
+# The stage-2 pattern's own Numba matcher (kernels/superbpe_scan.py) against regex.findall.
+
+def matcher_pieces(texts):
+    from fastbpe_nb._scanner import superbpe_offsets
+
+    raw = [t.encode("utf-8", "surrogateescape") for t in texts]
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    data = b"".join(raw)
+    pieces, doc_pieces = superbpe_offsets(data, offsets)
+    out = []
+    for d in range(len(texts)):
+        bounds = pieces[doc_pieces[d]:doc_pieces[d + 1] + 1]
+        out.append([data[a:b].decode("utf-8", "surrogateescape")
+                    for a, b in zip(bounds[:-1], bounds[1:])] if len(bounds) > 1 else [])
+    return out
+
+
+def findall(text):
+    import regex
+
+    return regex.findall(SUPERBPE_PATTERN, text)
+
+
+@settings(max_examples=300 if not NOJIT else 60, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from(
+    list("ab1٣ \t\n\r/.,!?-'中é") + ["\u00a0", "\u2028", "\U0001F600", "\udc80"]),
+    max_size=30), min_size=1, max_size=5))
+def test_stage_two_matcher_equals_regex(texts):
+    assert matcher_pieces(texts) == [findall(t) for t in texts]
+
+
+def test_stage_two_matcher_on_corpora():
+    from fbtest import CORPORA
+
+    texts = [p.read_text(encoding="utf-8")[:200_000] for p in sorted(CORPORA.glob("*.txt"))]
+    if not texts:
+        pytest.skip("no shared corpora")
+    assert matcher_pieces(texts) == [findall(t) for t in texts]
+
+
+def test_invalid_utf8_is_one_other_character_per_byte():
+    # "\xff\xfe" is a run of two "other" characters (a punctuation run), "\xff" alone a gap.
+    text = b"a\xff\xfe b \xff c".decode("utf-8", "surrogateescape")
+    assert matcher_pieces([text]) == [findall(text)]
+    assert findall(text) == ["a", "\udcff\udcfe", " b \udcff c"]
+
+
+@pytest.mark.parametrize("text", [
+    "1", "12", "123", "1234", "1234567", "a12345b", "١٢٣٤٥", "x 1 22 333 4444",
+    "..", " ..", "a..b", " ...\n/x", "..//\r\n/ y", "a. b", "a.b", " . a", ".", "!?!",
+    "  x", " x", "a  \n", "a   ", "\t\t x", " \t", "\r\n\r\nx", "a\nb", "a \n b",
+    "by the way, I am 12 years old!! ok", "def f(x):\n    return x[0] + 1\n", "中文 字, 中",
+])
+def test_stage_two_matcher_cases(text):
+    assert matcher_pieces([text]) == [findall(text)]
