@@ -13,6 +13,14 @@ CORPORA = REPO.parent / "shared" / "corpora"
 NOJIT = os.environ.get("NUMBA_DISABLE_JIT") == "1"
 
 
+def assert_same_model(tok, model):
+    """A trained Tokenizer equals a ``reference`` model: merges, their ids and counts, and
+    the regular vocabulary."""
+    assert [tuple(m) for m in tok.merges.tolist()] == model.merges
+    assert tok.merge_ids.tolist() == model.merge_ids
+    assert tok.merge_counts.tolist() == model.merge_counts
+    assert tok.vocab[: len(model.token_bytes)] == model.token_bytes
+
 
 def merges_over_bytes(raw, alphabet=b"abc "):
     """Explicit byte-level merges over ``alphabet`` from hypothesis' pairs of indices into

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
 
-from fbtest import NOJIT
+from fbtest import NOJIT, assert_same_model
 
 TIES = ["ids", "hf", "first", "bytes"]
 EXAMPLES = 30 if NOJIT else 150
@@ -27,13 +27,6 @@ def corpora(draw):
     alphabet = draw(alphabets)
     return draw(st.lists(st.text(alphabet=alphabet, min_size=0, max_size=30), min_size=1,
                          max_size=8))
-
-
-def assert_same_model(tok, model):
-    assert [tuple(m) for m in tok.merges.tolist()] == model.merges
-    assert tok.merge_ids.tolist() == model.merge_ids
-    assert tok.merge_counts.tolist() == model.merge_counts
-    assert tok.vocab[: len(model.token_bytes)] == model.token_bytes
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
