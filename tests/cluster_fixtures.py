@@ -25,6 +25,7 @@ import fastbpe_nb as fb
 from fastbpe_nb.corpus import stdlib_texts
 from fastbpe_nb.distributed import core
 from fastbpe_nb.io.encode_files import encode_parquet
+from fastbpe_nb.io.model_file import model_to_json
 from fastbpe_nb.io.token_formats import TOKEN_FORMATS, val_mask
 from fastbpe_nb.training import count_files, count_to_file
 
@@ -408,3 +409,21 @@ def check_cli_same_outputs(corpus, tokenizers, tmp_path, *flag):
             assert tree(got) == tree(one)
         else:
             assert got.read_bytes() == one.read_bytes(), name
+
+
+def check_train_all_rules(train, corpus, references, out):
+    """``train`` (an engine's, its cluster bound) gives ``fb.train_files``' model file for
+    every tie rule: end to end with ``first`` (the rule that needs the corpus order), the
+    other rules from the counts that run wrote (``counts_output``: ``fastbpe count``'s
+    file), as ``train`` does after counting (``core.train_by``): one cluster counting for
+    the four rules."""
+    want = {rule: fb.train_files(corpus, 420, tie_break=rule, special_tokens=SPECIALS)
+            for rule in ("ids", "hf", "first", "bytes")}
+    got = timed(train, corpus, 420, tie_break="first", special_tokens=SPECIALS,
+                n_partitions=2, counts_output=out / "counts.arrow")
+    assert model_to_json(got) == model_to_json(want["first"])
+    assert (out / "counts.arrow").read_bytes() == references.counts_file()
+    table = core.read_counts(out / "counts.arrow", 0)
+    for rule in ("ids", "hf", "bytes"):
+        got = core.train_from_count_tables(table, 420, tie_break=rule)
+        assert model_to_json(got) == model_to_json(want[rule]), rule

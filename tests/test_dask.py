@@ -34,7 +34,7 @@ from fastbpe_nb.io.model_file import model_to_json  # noqa: E402
 from fastbpe_nb.training import count_files, count_to_file  # noqa: E402
 
 from cluster_fixtures import (CALL_TIMEOUT, ENCODE_CASES, SPECIALS, big_inputs,  # noqa: E402
-                              check_cli_same_outputs, check_encode_files,
+                              check_cli_same_outputs, check_encode_files, check_train_all_rules,
                               check_resume_after_partial_run, corpus, dead, references,
                               same_table, small_corpus, temp_files, timed, tokenizers,
                               total_rows, tree)
@@ -192,20 +192,9 @@ def test_word_hashes_are_stable():
 
 
 def test_models_identical_to_train_files(client, corpus, references, tmp_path):
-    """``train`` gives ``fb.train_files``' model file for every tie rule: end to end with
-    ``first`` (the rule that needs the corpus order), the other rules from the counts that
-    run wrote (``counts_output``: ``fastbpe count``'s file), as ``train`` does after
-    counting (``core.train_by``): one cluster counting for the four rules."""
-    want = {rule: fb.train_files(corpus, 420, tie_break=rule, special_tokens=SPECIALS)
-            for rule in ("ids", "hf", "first", "bytes")}
-    got = timed(de.train, corpus, 420, tie_break="first", special_tokens=SPECIALS, client=client,
-                n_partitions=2, counts_output=tmp_path / "counts.arrow")
-    assert model_to_json(got) == model_to_json(want["first"])
-    assert (tmp_path / "counts.arrow").read_bytes() == references.counts_file()
-    table = core.read_counts(tmp_path / "counts.arrow", 0)
-    for rule in ("ids", "hf", "bytes"):
-        got = core.train_from_count_tables(table, 420, tie_break=rule)
-        assert model_to_json(got) == model_to_json(want[rule]), rule
+    """Models byte-identical to ``fb.train_files`` for all four tie rules."""
+    check_train_all_rules(functools.partial(de.train, client=client), corpus, references,
+                          tmp_path)
 
 
 @pytest.mark.parametrize("fmt, kind", ENCODE_CASES)
