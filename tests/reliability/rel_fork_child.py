@@ -111,6 +111,12 @@ def run_all(job) -> dict:
     # Training in the child: the parallel counting kernel again, and train_files (its reader
     # thread, the one-pass counting of a text file, pruning of rare words).
     out["train/merges"] = fb.train(documents(200, seed), vocab_size=320).merges.tolist()
+    # The variants' training paths: SuperBPE's second stage (its scanner, the stage-1
+    # encoder on every thread, the merge kernel on a base vocabulary) and batched merges.
+    out["train_superbpe/merges"] = fb.train(documents(200, seed), vocab_size=340,
+                                            superbpe_transition=300).merges.tolist()
+    out["train_merge_batch/merges"] = fb.train(documents(200, seed), vocab_size=320,
+                                               merge_batch=8).merges.tolist()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "corpus.txt")
         with open(path, "w", encoding="utf-8") as f:
