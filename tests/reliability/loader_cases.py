@@ -220,7 +220,12 @@ def _warmup_files(fmt):
     if fmt == "tiktoken":
         from fastbpe_nb.io.tiktoken_format import tiktoken_bytes
 
-        return [tiktoken_bytes(tok)]
+        valid = tiktoken_bytes(tok)
+        # A token no merge reaches: the loader's error path runs the merge-recovery
+        # kernels, which would otherwise compile (seconds, on a cold cache) inside the
+        # first such case's timed load.
+        rank = len(valid.strip().split(b"\n"))
+        return [valid, valid.rstrip(b"\n") + b"\n" + base64.b64encode(b"qzxj") + b" %d\n" % rank]
     from fastbpe_nb.io.huggingface_export import huggingface_json
 
     return [huggingface_json(tok).encode()]
