@@ -135,13 +135,19 @@ def split(text: str, name: str) -> list[str]:
     return [encoded[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def superbpe_offsets(data, doc_offsets) -> tuple[np.ndarray, np.ndarray]:
+def superbpe_offsets(data, doc_offsets, n_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``scan_offsets`` for SuperBPE's stage-2 pattern (``pretokenize.SUPERBPE_PATTERN``),
-    by its own matcher (``kernels/superbpe_scan.py``); serial."""
+    by its own matcher (``kernels/superbpe_scan.py``); documents in parallel blocks when
+    ``n_threads`` > 1 (the same results; a forked child runs the serial kernel)."""
     data_array = _as_bytes_array(data)
     offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
     stage1, stage2 = class_table()
-    from fastbpe_nb.kernels.superbpe_scan import superbpe_pieces
-    from fastbpe_nb.parallel import call_kernel
+    from fastbpe_nb.kernels.superbpe_scan import superbpe_pieces, superbpe_pieces_parallel
+    from fastbpe_nb.parallel import call_kernel, run_parallel
 
-    return call_kernel(superbpe_pieces, data_array, offsets, stage1, stage2)
+    args = (data_array, offsets, stage1, stage2)
+    n_docs = offsets.shape[0] - 1
+    if n_threads > 1 and n_docs > 1 and offsets[-1] - offsets[0] >= PARALLEL_SCAN_BYTES:
+        return run_parallel(superbpe_pieces_parallel, n_threads, *args,
+                            min(n_docs, 4 * n_threads), serial=(superbpe_pieces, args))
+    return call_kernel(superbpe_pieces, *args)

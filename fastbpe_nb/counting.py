@@ -111,7 +111,11 @@ class WordCounter:
         if pretokenize.uses_scanner(self.pattern):
             self._count_text(data, doc_offsets)
             return
-        self._add_pieces(data, pretokenize.piece_offsets(data, doc_offsets, self.pattern)[0])
+        from .parallel import default_threads
+
+        n_threads = self.num_threads or default_threads()
+        self._add_pieces(data, pretokenize.piece_offsets(data, doc_offsets, self.pattern,
+                                                         n_threads)[0])
 
     def _add_pieces(self, data, pieces):
         if self.memory_check is not None:

@@ -349,7 +349,7 @@ def piece_offsets(data, doc_offsets, pattern, n_threads: int = 1):
     if pattern == SUPERBPE_PATTERN:
         from ._scanner import superbpe_offsets
 
-        return superbpe_offsets(data, doc_offsets)
+        return superbpe_offsets(data, doc_offsets, n_threads)
     n_docs = len(doc_offsets) - 1
     if pattern is None:
         lengths = np.diff(doc_offsets)

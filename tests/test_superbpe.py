@@ -246,14 +246,14 @@ def test_cli_train_superbpe(tmp_path):
 
 # The stage-2 pattern's own Numba matcher (kernels/superbpe_scan.py) against regex.findall.
 
-def matcher_pieces(texts):
+def matcher_pieces(texts, n_threads=1):
     from fastbpe_nb._scanner import superbpe_offsets
 
     raw = [t.encode("utf-8", "surrogateescape") for t in texts]
     offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum([len(r) for r in raw], out=offsets[1:])
     data = b"".join(raw)
-    pieces, doc_pieces = superbpe_offsets(data, offsets)
+    pieces, doc_pieces = superbpe_offsets(data, offsets, n_threads)
     out = []
     for d in range(len(texts)):
         bounds = pieces[doc_pieces[d]:doc_pieces[d + 1] + 1]
@@ -283,6 +283,37 @@ def test_stage_two_matcher_on_corpora():
     if not texts:
         pytest.skip("no shared corpora")
     assert matcher_pieces(texts) == [findall(t) for t in texts]
+
+
+def test_stage_two_matcher_on_corpora_in_parallel_blocks():
+    from fbtest import CORPORA
+
+    texts = [line for p in sorted(CORPORA.glob("*.txt"))
+             for line in p.read_text(encoding="utf-8")[:100_000].splitlines(keepends=True)]
+    if not texts:
+        pytest.skip("no shared corpora")
+    assert matcher_pieces(texts, n_threads=2) == matcher_pieces(texts)
+
+
+@settings(max_examples=150 if not NOJIT else 30, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from(list("ab1 \n.,!中") + ["\udc80"]),
+                              max_size=20), min_size=1, max_size=9),
+       n_blocks=st.integers(1, 9), skip=st.integers(0, 3))
+def test_parallel_matcher_equals_serial(texts, n_blocks, skip):
+    """Every block count (up to one per document), empty documents, a batch that does not
+    start at byte 0: the same pieces and document offsets as the serial kernel."""
+    from fastbpe_nb._scanner import class_table
+    from fastbpe_nb.kernels.superbpe_scan import superbpe_pieces, superbpe_pieces_parallel
+
+    raw = [t.encode("utf-8", "surrogateescape") for t in texts]
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    data = np.frombuffer(b"#" * skip + b"".join(raw), dtype=np.uint8)
+    offsets += skip
+    stage1, stage2 = class_table()
+    want = superbpe_pieces(data, offsets, stage1, stage2)
+    got = superbpe_pieces_parallel(data, offsets, stage1, stage2, min(n_blocks, len(raw)))
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
 def test_invalid_utf8_is_one_other_character_per_byte():

@@ -12,7 +12,7 @@ position at which one of the first four matches. :func:`superbpe_pieces` reprodu
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .scan import (
     _NOT_OTHER,
@@ -89,6 +89,33 @@ def _piece_end(words, i, n_chars):
 
 
 @njit(cache=True, nogil=True)
+def _superbpe_block(data, doc_offsets, d0, d1, stage1, stage2, ascii_words, pieces,
+                    doc_pieces):
+    """Pieces of documents ``d0:d1``: their ends go to ``pieces[1:]`` (``pieces[0]`` is set
+    by the caller), each document's first piece index (block-local) to ``doc_pieces[d]``;
+    returns the number of pieces. ``pieces`` needs the block's bytes plus one slots (every
+    piece holds at least one byte)."""
+    longest = 0
+    for d in range(d0, d1):
+        longest = max(longest, doc_offsets[d + 1] - doc_offsets[d])
+    words = np.empty(longest + N_SENTINELS, dtype=np.uint32)
+    char_offsets = np.empty(longest + 1, dtype=np.int64)
+    n = 0
+    for d in range(d0, d1):
+        doc_pieces[d] = n
+        start = doc_offsets[d]
+        end = doc_offsets[d + 1]
+        n_chars = decode_document(data, start, end, end, stage1, stage2, ascii_words, words,
+                                  char_offsets)
+        i = 0
+        while i < n_chars:
+            i = _piece_end(words, i, n_chars)
+            n += 1
+            pieces[n] = char_offsets[i]
+    return n
+
+
+@njit(cache=True, nogil=True)
 def superbpe_pieces(data, doc_offsets, stage1, stage2):
     """Piece boundaries of SuperBPE's stage-2 pattern over a batch of documents.
 
@@ -109,25 +136,51 @@ def superbpe_pieces(data, doc_offsets, stage1, stage2):
         ``int64[n_docs + 1]`` index of each document's first piece.
     """
     n_docs = doc_offsets.shape[0] - 1
-    ascii_words = ascii_class_words(stage1, stage2)
-    longest = 0
-    for d in range(n_docs):
-        longest = max(longest, doc_offsets[d + 1] - doc_offsets[d])
-    words = np.empty(longest + N_SENTINELS, dtype=np.uint32)
-    char_offsets = np.empty(longest + 1, dtype=np.int64)
     pieces = np.empty(doc_offsets[n_docs] - doc_offsets[0] + 1, dtype=np.int64)
     doc_pieces = np.zeros(n_docs + 1, dtype=np.int64)
     pieces[0] = doc_offsets[0]
-    n = 0
-    for d in range(n_docs):
-        start = doc_offsets[d]
-        end = doc_offsets[d + 1]
-        n_chars = decode_document(data, start, end, end, stage1, stage2, ascii_words, words,
-                                  char_offsets)
-        i = 0
-        while i < n_chars:
-            i = _piece_end(words, i, n_chars)
-            n += 1
-            pieces[n] = char_offsets[i]
-        doc_pieces[d + 1] = n
+    n = _superbpe_block(data, doc_offsets, 0, n_docs, stage1, stage2,
+                        ascii_class_words(stage1, stage2), pieces, doc_pieces)
+    doc_pieces[n_docs] = n
     return pieces[: n + 1].copy(), doc_pieces
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def superbpe_pieces_parallel(data, doc_offsets, stage1, stage2, n_blocks):
+    """``superbpe_pieces`` with the documents cut into ``n_blocks >= 1`` contiguous blocks
+    matched in parallel; the same results.
+
+    Each block writes its pieces into its own region of one buffer (the block's bytes plus
+    one slot); the regions are joined serially, in block order.
+    """
+    if n_blocks < 1:
+        raise ValueError("n_blocks must be positive")
+    n_docs = doc_offsets.shape[0] - 1
+    base = doc_offsets[0]
+    regions = np.empty(doc_offsets[n_docs] - base + n_blocks, dtype=np.int64)
+    doc_pieces = np.zeros(n_docs + 1, dtype=np.int64)
+    counts = np.zeros(n_blocks, dtype=np.int64)
+    ascii_words = ascii_class_words(stage1, stage2)
+    for blk in prange(n_blocks):
+        d0 = blk * n_docs // n_blocks
+        d1 = (blk + 1) * n_docs // n_blocks
+        r0 = doc_offsets[d0] - base + blk
+        region = regions[r0:r0 + doc_offsets[d1] - doc_offsets[d0] + 1]
+        counts[blk] = _superbpe_block(data, doc_offsets, d0, d1, stage1, stage2, ascii_words,
+                                      region, doc_pieces)
+    total = 0
+    for blk in range(n_blocks):
+        total += counts[blk]
+    pieces = np.empty(total + 1, dtype=np.int64)
+    pieces[0] = base
+    at = 0
+    for blk in range(n_blocks):
+        d0 = blk * n_docs // n_blocks
+        d1 = (blk + 1) * n_docs // n_blocks
+        r0 = doc_offsets[d0] - base + blk
+        pieces[at + 1:at + 1 + counts[blk]] = regions[r0 + 1:r0 + 1 + counts[blk]]
+        for d in range(d0, d1):
+            doc_pieces[d] += at
+        at += counts[blk]
+    doc_pieces[n_docs] = total
+    return pieces, doc_pieces
