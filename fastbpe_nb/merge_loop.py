@@ -54,6 +54,13 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         raise TrainingError(f"word {row}: count {counts[row]} is not positive (the merge kernel "
                             "takes words that occur)")
     check_count_range(offsets, counts)
+    # The kernel indexes its token tables by symbol without bounds checks.
+    if len(symbols) and (int(np.min(symbols)) < 0 or int(np.max(symbols)) >= len(base_bytes)):
+        raise TrainingError(f"symbols must be base token ids in 0..{len(base_bytes) - 1}, got "
+                            f"{int(np.min(symbols))}..{int(np.max(symbols))}")
+    if len(offsets) != len(counts) + 1 or (len(offsets) and (
+            offsets[0] != 0 or offsets[-1] != len(symbols) or np.any(np.diff(offsets) < 0))):
+        raise TrainingError("offsets must rise from 0 to len(symbols), one more than counts")
 
     tok_off = np.zeros(len(base_bytes) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in base_bytes], out=tok_off[1:])

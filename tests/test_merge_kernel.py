@@ -178,3 +178,23 @@ def test_a_count_below_one_is_a_training_error(bad):
                          np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
                          UNLIMITED)
 
+
+
+@pytest.mark.parametrize("symbols,offsets,match", [
+    ([97, 98, -1, 99], [0, 2, 4], "base token ids in 0..255, got -1..99"),
+    ([97, 256, 99, 98], [0, 2, 4], "base token ids in 0..255, got 97..256"),
+    ([97, 98, 99, 98], [0, 3, 2], "offsets must rise"),
+    ([97, 98, 99, 98], [0, 2, 5], "offsets must rise"),
+    ([97, 98, 99, 98], [1, 2, 4], "offsets must rise"),
+])
+def test_a_malformed_word_table_is_a_training_error(symbols, offsets, match):
+    """Symbols outside the base tokens or offsets that do not tile the symbols (the kernel
+    reads both without bounds checks; a symbol of -1 once crashed it) are refused first."""
+    from fastbpe_nb.errors import TrainingError
+    from fastbpe_nb.merge_loop import UNLIMITED, run_merge_kernel
+
+    with pytest.raises(TrainingError, match=match):
+        run_merge_kernel(np.array(symbols, np.int32), np.array(offsets, np.int64),
+                         np.array([1, 1], np.int64), [bytes([b]) for b in range(256)],
+                         np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
+                         UNLIMITED)
