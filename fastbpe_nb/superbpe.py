@@ -57,13 +57,15 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
     regular tokens' bytes.
 
     The words are first cut where no stage-1 token holds the bigram (``joinable_bigrams``;
-    e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged and
-    gives the encoder the short, recurring pieces its caches are made for."""
+    e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged.
+    The segments recur (30 MB of code: 3.2 M segments, 86 k distinct), so only the distinct
+    ones are encoded (Arrow's hash-based ``dictionary_encode``) and their ids gathered back
+    per segment: 0.21-0.26 s against 0.37-0.42 s for encoding every segment there.
+    """
     import pyarrow as pa
 
     word_bytes = np.ascontiguousarray(word_bytes, np.uint8)
     offsets = np.ascontiguousarray(offsets, np.int64)
-    n = len(offsets) - 1
     table = joinable_bigrams(token_bytes)
     cut = np.zeros(len(word_bytes) + 1, dtype=bool)
     if len(word_bytes) > 1:
@@ -71,12 +73,23 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
     cut[offsets] = True  # every word starts (and the last one ends) a segment
     starts = np.flatnonzero(cut)  # segment boundaries, word boundaries among them
     plain = Tokenizer(stage1.merges, pattern=None)
-    segments = pa.LargeStringArray.from_buffers(len(starts) - 1, pa.py_buffer(starts),
-                                                pa.py_buffer(word_bytes))
-    ids, seg_offsets, _ = plain.encode_batch_flat(segments, num_threads=num_threads)
+    segments = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts) - 1,
+                                                [None, pa.py_buffer(starts),
+                                                 pa.py_buffer(word_bytes)])
+    distinct = segments.dictionary_encode()
+    # (A segment may end inside a character: the encoder takes bytes, whatever their type.)
+    ids, id_offsets, _ = plain.encode_batch_flat(distinct.dictionary.view(pa.large_string()),
+                                                 num_threads=num_threads)
+    per_distinct = pa.LargeListArray.from_arrays(pa.array(id_offsets, pa.int64()),
+                                                 pa.array(ids, pa.int32()))
+    per_segment = per_distinct.take(distinct.indices)
+    seg_offsets = per_segment.offsets.to_numpy()
+    seg_offsets = seg_offsets - seg_offsets[0]
+    symbols = per_segment.flatten().to_numpy()
     # A word's ids start where its first segment's do.
     sym_offsets = seg_offsets[np.searchsorted(starts, offsets)]
-    return np.ascontiguousarray(ids, np.int32), np.ascontiguousarray(sym_offsets, np.int64)
+    # Copies: Arrow's buffers are read-only, and the merge kernel rewrites the symbols.
+    return np.array(symbols, np.int32), np.array(sym_offsets, np.int64)
 
 
 def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, vocab_size,
