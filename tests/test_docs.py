@@ -91,3 +91,15 @@ def test_nothing_cites_the_outside_design_document():
             if str(p.relative_to(ROOT)) not in _NOT_YET
             and word in p.read_text(encoding="utf-8", errors="replace")]
     assert not hits, f"{word} is not in the repository; cite docs/ instead: {hits}"
+
+
+def test_cli_doc_is_current():
+    """docs/cli.md's reference section is the CLI's own --help texts
+    (tools/gen_cli_doc.py): an option added without regenerating it fails here."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_cli_doc.py"), "--check"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, ("docs/cli.md is out of date: run python tools/gen_cli_doc.py\n"
+                                 + out.stdout[-2000:] + out.stderr[-2000:])
