@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: 1fda65ffb2fd94193d02ad30bfff1df87509abc7e150168f94284f660fc24920
+#: kernel cache stamp: 2bb22b70f4953a92952104f53e77636ffaf64490b6b0e036600e27e8a9d30499
 
 
 @njit(cache=True, nogil=True, inline="always")

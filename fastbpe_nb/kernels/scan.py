@@ -702,6 +702,22 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
         # the pieces are in its new array; they still fit the region.
         region[1:n_pieces + 1] = pieces[1:n_pieces + 1]
         counts[blk] = n_pieces
+    return join_block_regions(regions, counts, doc_offsets, doc_piece_offsets)
+
+
+@njit(cache=True, nogil=True)
+def join_block_regions(regions, counts, doc_offsets, doc_piece_offsets):
+    """Join the per-block piece regions of a parallel scan, in block order.
+
+    Block ``blk`` of ``n_blocks = counts.shape[0]`` holds documents ``blk * n_docs //
+    n_blocks`` up to the next block's first; its region starts at its first document's byte
+    (relative to ``doc_offsets[0]``) plus ``blk`` and holds ``counts[blk]`` piece ends from
+    its second slot on. ``doc_piece_offsets`` (``int64[n_docs + 1]``, block-local piece
+    indices) is made global in place. Returns ``(piece_offsets, doc_piece_offsets)``.
+    """
+    n_blocks = counts.shape[0]
+    n_docs = doc_offsets.shape[0] - 1
+    base = doc_offsets[0]
     total = 0
     for blk in range(n_blocks):
         total += counts[blk]

@@ -22,9 +22,10 @@ from .scan import (
     N_SENTINELS,
     ascii_class_words,
     decode_document,
+    join_block_regions,
 )
 from .unicode_classes import CLS_N, CLS_WS
-#: kernel cache stamp: db439ed593d82df3847a7fb839651ba618071c9335cf7ce7745588d1a7a1eda4
+#: kernel cache stamp: 325c6a733a5fa56a1f334979f5c40baa75dcb3b842f5f260412e65e800b350fa
 
 
 @njit(cache=True, nogil=True)
@@ -168,19 +169,4 @@ def superbpe_pieces_parallel(data, doc_offsets, stage1, stage2, n_blocks):
         region = regions[r0:r0 + doc_offsets[d1] - doc_offsets[d0] + 1]
         counts[blk] = _superbpe_block(data, doc_offsets, d0, d1, stage1, stage2, ascii_words,
                                       region, doc_pieces)
-    total = 0
-    for blk in range(n_blocks):
-        total += counts[blk]
-    pieces = np.empty(total + 1, dtype=np.int64)
-    pieces[0] = base
-    at = 0
-    for blk in range(n_blocks):
-        d0 = blk * n_docs // n_blocks
-        d1 = (blk + 1) * n_docs // n_blocks
-        r0 = doc_offsets[d0] - base + blk
-        pieces[at + 1:at + 1 + counts[blk]] = regions[r0 + 1:r0 + 1 + counts[blk]]
-        for d in range(d0, d1):
-            doc_pieces[d] += at
-        at += counts[blk]
-    doc_pieces[n_docs] = total
-    return pieces, doc_pieces
+    return join_block_regions(regions, counts, doc_offsets, doc_pieces)
