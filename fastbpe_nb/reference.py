@@ -457,3 +457,215 @@ def decode_bytes(ids, model: ReferenceModel) -> bytes:
     """Join the bytes of the tokens (special tokens decode to their text)."""
     specials = {i: s.encode("utf-8") for s, i in model.special_tokens.items()}
     return b"".join(specials[i] if i in specials else model.token_bytes[i] for i in ids)
+
+
+# --------------------------------------------------------------------------- BoundlessBPE
+
+#: A pre-token that may take part in a supermerge (BoundlessBPE): an optional leading space
+#: and one or more letters, nothing else (no digits, punctuation, newlines, other spaces).
+BOUNDLESS_WORD = r" ?\p{L}+"
+_BOUNDLESS_WORD = regex.compile(BOUNDLESS_WORD)
+
+
+def is_boundless_word(piece: str) -> bool:
+    """Whether a pre-token may be one half of a superword (``BOUNDLESS_WORD``)."""
+    return _BOUNDLESS_WORD.fullmatch(piece) is not None
+
+
+@dataclass
+class BoundlessReferenceModel(ReferenceModel):
+    """A BoundlessBPE model: ``superword[k]`` says merge ``k`` is a supermerge (it joins two
+    whole pre-tokens); the other merges are ordinary ones (inside a pre-token)."""
+
+    superword: list[bool] = field(default_factory=list)
+
+
+def train_boundless(
+    texts,
+    *,
+    vocab_size: int | None = None,
+    num_merges: int | None = None,
+    pattern: str | None = "gpt2",
+    special_tokens=(),
+    tie_break: str = "ids",
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+) -> BoundlessReferenceModel:
+    """BoundlessBPE (Schmidt et al. 2025, arXiv 2504.00178), the slow, obvious way; byte mode.
+
+    Two kinds of candidates are counted at every step:
+
+    * ordinary pairs: adjacent symbols inside a pre-token, counted over the word table
+      exactly as ``train`` counts them;
+    * supermerge pairs: two adjacent pre-tokens of one document segment (special tokens cut
+      segments) that are both ``BOUNDLESS_WORD`` pre-tokens, both merged into one token
+      each, and neither already part of a superword. Its key is the two tokens' ids; its
+      count is the number of such adjacent positions (overlapping: ``A A A`` holds two).
+
+    The candidate with the highest count is merged; on equal counts an ordinary pair goes
+    before a supermerge, ordinary pairs among themselves follow the tie rule as in
+    ``train``, and supermerges among themselves follow it on their token pair, except
+    ``first``, where the supermerge whose pre-token pair first occurs in the original
+    corpus goes first. A supermerge makes a token of the two tokens' bytes (the next id; a
+    superword is never an existing token) and joins the pair's positions left to right,
+    non-overlapping; a joined pre-token never joins again (a superword is exactly two
+    pre-tokens). ``max_token_length`` (bytes) and ``min_frequency`` apply to both kinds;
+    ``vocab_size`` and ``num_merges`` count both.
+    """
+    if tie_break not in TIE_RULES:
+        raise ValueError(f"tie_break must be one of {TIE_RULES}, not {tie_break!r}")
+    if vocab_size is None and num_merges is None:
+        raise ValueError("give vocab_size or num_merges")
+    special_tokens = list(dict.fromkeys(special_tokens))
+    texts = list(texts)
+    words = count_words(texts, pattern, special_tokens)
+    word_list = list(words)
+    index = {w: i for i, w in enumerate(word_list)}
+    seqs = [list(w.encode("utf-8")) for w in word_list]
+    counts = list(words.values())
+    word_like = [is_boundless_word(w) for w in word_list]
+    word_len = [len(w.encode("utf-8")) for w in word_list]
+    docs = []  # each segment of the corpus as word indices
+    for text in texts:
+        for segment, is_special in split_special_tokens(text, special_tokens):
+            if not is_special:
+                docs.append([index[p] for p in pretokenize(segment, pattern)])
+    joined = [[False] * len(d) for d in docs]
+    pair_first: dict[tuple[int, int], int] = {}  # word pair -> order of first occurrence
+    for d in docs:
+        for a, b in zip(d, d[1:]):
+            if word_like[a] and word_like[b]:
+                pair_first.setdefault((a, b), len(pair_first))
+
+    token_bytes = [bytes([b]) for b in range(256)]
+    id_of_bytes = {b: i for i, b in enumerate(token_bytes)}
+    hf_rank = hf_byte_ranks()
+
+    def tie_key(pair):
+        a, b = pair
+        if tie_break == "ids":
+            return (a, b)
+        if tie_break == "hf":
+            return (hf_rank[a] if a < 256 else a, hf_rank[b] if b < 256 else b)
+        return (token_bytes[a], token_bytes[b])  # "bytes"
+
+    merges, merge_ids, merge_counts, superword = [], [], [], []
+    n_special = len(special_tokens)
+    while True:
+        if num_merges is not None and len(merges) >= num_merges:
+            break
+        if vocab_size is not None and len(token_bytes) + n_special >= vocab_size:
+            break
+        stats: dict[tuple[int, int], int] = {}
+        for seq, count in zip(seqs, counts):
+            for pair in zip(seq, seq[1:]):
+                if (max_token_length is not None
+                        and len(token_bytes[pair[0]]) + len(token_bytes[pair[1]]) > max_token_length):
+                    continue
+                stats[pair] = stats.get(pair, 0) + count
+        super_stats: dict[tuple[int, int], int] = {}
+        super_words: dict[tuple[int, int], tuple[int, int]] = {}
+        for d, j in zip(docs, joined):
+            for i in range(len(d) - 1):
+                a, b = d[i], d[i + 1]
+                if j[i] or j[i + 1] or not (word_like[a] and word_like[b]):
+                    continue
+                if len(seqs[a]) != 1 or len(seqs[b]) != 1:
+                    continue
+                if max_token_length is not None and word_len[a] + word_len[b] > max_token_length:
+                    continue
+                key = (seqs[a][0], seqs[b][0])
+                super_stats[key] = super_stats.get(key, 0) + 1
+                super_words[key] = (a, b)
+        best_ordinary = max(stats.values(), default=0)
+        best_super = max(super_stats.values(), default=0)
+        best = max(best_ordinary, best_super)
+        if best < max(min_frequency, 1):
+            break
+        if best_ordinary == best:  # ordinary pairs first on equal counts
+            tied = [pair for pair, c in stats.items() if c == best]
+            pair = tied[0] if tie_break == "first" else min(tied, key=tie_key)
+        else:
+            tied = [key for key, c in super_stats.items() if c == best]
+            if tie_break == "first":
+                pair = min(tied, key=lambda key: pair_first[super_words[key]])
+            else:
+                pair = min(tied, key=tie_key)
+        new_bytes = token_bytes[pair[0]] + token_bytes[pair[1]]
+        new_id = id_of_bytes.get(new_bytes)
+        if new_id is None:
+            new_id = len(token_bytes)
+            token_bytes.append(new_bytes)
+            id_of_bytes[new_bytes] = new_id
+        merges.append(pair)
+        merge_ids.append(new_id)
+        if best_ordinary == best:
+            merge_counts.append(best)
+            superword.append(False)
+            seqs = [_merge_word(seq, pair, new_id) for seq in seqs]
+            continue
+        merge_counts.append(best)
+        superword.append(True)
+        wa, wb = super_words[pair]
+        for d, j in zip(docs, joined):
+            i = 0
+            while i < len(d) - 1:
+                if d[i] == wa and d[i + 1] == wb and not j[i] and not j[i + 1]:
+                    j[i] = j[i + 1] = True
+                    i += 2
+                else:
+                    i += 1
+    first_special = len(token_bytes)
+    return BoundlessReferenceModel(
+        base="bytes", alphabet=[], end_of_word=None, pattern=pattern, merges=merges,
+        merge_ids=merge_ids, merge_counts=merge_counts, token_bytes=token_bytes,
+        special_tokens={s: first_special + i for i, s in enumerate(special_tokens)},
+        superword=superword)
+
+
+def encode_boundless(text: str, model: BoundlessReferenceModel, allowed_special=()) -> list[int]:
+    """Encode ``text`` with a BoundlessBPE model.
+
+    Each segment between allowed special tokens is pre-tokenized; each pre-token is encoded
+    with the ordinary merges alone (``encode_symbols``). A pre-token is then *joinable* when
+    it is a ``BOUNDLESS_WORD`` and became one token. Second pass, over the segment's
+    pre-tokens: among adjacent pairs of joinable pre-tokens, neither joined yet, whose token
+    pair is a supermerge, join the one of lowest supermerge rank (the leftmost on equal
+    rank) into the supermerge's token; repeat until no such pair is left.
+    """
+    keep = [not s for s in model.superword]
+    ordinary = ReferenceModel(
+        base="bytes", alphabet=[], end_of_word=None, pattern=model.pattern,
+        merges=[m for m, k in zip(model.merges, keep) if k],
+        merge_ids=[i for i, k in zip(model.merge_ids, keep) if k], merge_counts=[],
+        token_bytes=model.token_bytes)
+    super_rank: dict[tuple[int, int], tuple[int, int]] = {}
+    for rank, (pair, new_id, s) in enumerate(zip(model.merges, model.merge_ids, model.superword)):
+        if s:
+            super_rank.setdefault(tuple(pair), (rank, new_id))
+    if allowed_special == "all":
+        allowed_special = list(model.special_tokens)
+    ids = []
+    for segment, is_special in split_special_tokens(text, allowed_special):
+        if is_special:
+            ids.append(model.special_tokens[segment])
+            continue
+        pieces = pretokenize(segment, model.pattern)
+        units = [encode_symbols(list(p.encode("utf-8")), ordinary) for p in pieces]
+        joinable = [len(u) == 1 and is_boundless_word(p) for u, p in zip(units, pieces)]
+        while True:
+            best = None  # (rank, position, new id)
+            for i in range(len(units) - 1):
+                if not (joinable[i] and joinable[i + 1]):
+                    continue
+                hit = super_rank.get((units[i][0], units[i + 1][0]))
+                if hit is not None and (best is None or hit[0] < best[0]):
+                    best = (hit[0], i, hit[1])
+            if best is None:
+                break
+            _, i, new_id = best
+            units[i], units[i + 1] = [new_id], []
+            joinable[i] = joinable[i + 1] = False
+        for u in units:
+            ids.extend(u)
+    return ids

@@ -192,6 +192,14 @@ def _check_superbpe(verb, transition, pattern, whitespace=None) -> None:
         raise TypeError(f"{verb}(): superbpe_transition is for byte-level BPE, not whitespace")
 
 
+def _check_boundless(verb, boundless, transition, whitespace=None) -> None:
+    if not isinstance(boundless, bool):
+        raise TypeError(f"{verb}(): boundless must be True or False, not {boundless!r}")
+    if boundless and (transition is not None or whitespace is not None):
+        raise TypeError(f"{verb}(): boundless=True is a variant of byte-level BPE of its own: "
+                        "not with superbpe_transition or whitespace")
+
+
 def _same(value, default) -> bool:
     return type(value) is type(default) and value == default
 
@@ -202,7 +210,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
           progress=False, trace=False, return_report=False, whitespace=None,
           byte_fallback=None, split_digits=None, character_coverage=None,
           add_dummy_prefix=None, remove_extra_whitespaces=None, user_defined_symbols=None,
-          control_symbols=None, superbpe_transition=None, superbpe_pattern=None, merge_batch=1):
+          control_symbols=None, superbpe_transition=None, superbpe_pattern=None, merge_batch=1,
+          boundless=False):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -255,8 +264,12 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     merge_batch : int
         BatchBPE (docs/variants.md): merge up to this many non-interfering top pairs per
         pass, a speed mode that is *not* exact BPE (1, the default, is).
+    boundless : bool
+        BoundlessBPE (docs/variants.md): supermerges also join two adjacent whole word
+        pre-tokens into one superword token (patterns ``gpt2`` and ``cl100k``).
     """
     _check_superbpe("train", superbpe_transition, superbpe_pattern, whitespace)
+    _check_boundless("train", boundless, superbpe_transition, whitespace)
     options = _given_options(
         "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -282,6 +295,11 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
 
         stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
         texts, opts = stage2.reusable(texts), stage2.stage1_options()
+    if boundless:  # classic training first, then the supermerges on a second pass
+        from . import boundless as boundless_bpe
+
+        boundless_bpe.check_options(opts, texts)
+        texts = list(texts) if iter(texts) is texts else texts
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
     # Documents that hold no pre-token (``[""]``, only special tokens) train what the
@@ -307,6 +325,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
     if stage2 is not None:
         tok = stage2.finish_texts(tok, texts, report)
+    if boundless:
+        tok = boundless_bpe.train_texts(tok, texts, opts, report)
     tok = _given_roles(tok, roles)
     if trace:
         from .inspect import print_trace

@@ -1,0 +1,346 @@
+"""BoundlessBPE (Schmidt et al. 2025, arXiv 2504.00178): supermerges across pre-tokens.
+
+``fb.train(..., boundless=True)``: ordinary BPE merges inside pre-tokens, plus supermerges
+that join two adjacent whole pre-tokens, each a ``BOUNDLESS_WORD`` (`` ?\\p{L}+``) already
+merged into one token, into a superword token; at every step the candidate of either kind
+with the highest count is merged. ``reference.train_boundless`` / ``encode_boundless`` are
+the specification (docs/variants.md, "BoundlessBPE").
+
+How training stays near classic BPE's cost: a supermerge rewrites no word, so the ordinary
+merges are exactly those of classic training on the same word table, in the same order.
+Training therefore runs the classic merge kernel (with the whole vocabulary budget), then
+interleaves the supermerges into its merge stream (``kernels.boundless.interleave``): the
+supermerge candidates are the distinct pairs of adjacent word pre-tokens, counted once; a
+pair becomes a candidate when the classic stream has made both words single tokens
+(``word_tokens``), and its count only falls as neighbouring pairs join.
+
+Why only the ``gpt2`` and ``cl100k`` patterns: with them a superword (word, then a space
+and letters) can never be a token made inside one pre-token, nor can its two tokens meet
+inside one, so the ordinary encoder may keep the supermerges in its rank table (they never
+fire there) and ids are never shared between the two kinds. Other patterns do not promise
+that (o200k splits ``fooBar`` into two word pre-tokens), so they are refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import pretokenize
+from .byte_level import hf_byte_ranks
+from .errors import ModelFormatError, TrainingError
+from .model import MergeModel, token_arrays
+
+#: The pre-tokenization patterns BoundlessBPE trains and encodes with (see the docstring).
+BOUNDLESS_PATTERNS = ("gpt2", "cl100k")
+#: Bytes of text per batch of the unit pass (pieces and units are per-piece arrays).
+BATCH_BYTES = 16 << 20
+
+
+def check_boundless_pattern(pattern, where: str = "boundless=True"):
+    """The resolved pattern, or TrainingError when BoundlessBPE cannot use it."""
+    resolved = pretokenize.resolve_pattern("gpt2" if pattern == "default" else pattern)
+    allowed = {pretokenize.resolve_pattern(p): p for p in BOUNDLESS_PATTERNS}
+    if resolved not in allowed:
+        raise TrainingError(f"{where} needs pattern 'gpt2' or 'cl100k', not {pattern!r}: with "
+                            "other patterns a superword could also be an ordinary token")
+    return resolved
+
+
+def check_options(opts, texts=None) -> None:
+    """Refuse what BoundlessBPE does not do, before any work."""
+    if opts.base != "bytes":
+        raise TrainingError("boundless=True is byte-level BPE (base='bytes'): char mode drops "
+                            "the spaces superwords keep")
+    if opts.merge_batch != 1:
+        raise TrainingError("boundless=True with merge_batch is not supported: BoundlessBPE "
+                            "here is exact")
+    if opts.normalization is not None:
+        raise TrainingError("boundless=True does not normalize: normalize the corpus first")
+    check_boundless_pattern(opts.pattern)
+    if isinstance(texts, dict):
+        raise TrainingError("boundless=True needs documents: a {word: count} dict has lost "
+                            "which pre-tokens are neighbours")
+
+
+# --------------------------------------------------------------------------- the unit pass
+
+class UnitCollector:
+    """The corpus as units (``kernels.boundless.intern_units``), batch by batch."""
+
+    def __init__(self, pattern, special_tokens, num_threads=None):
+        from .counting import WordCounter
+
+        self.pattern = pretokenize.resolve_pattern(pattern)
+        # (the counter is only used for its special-token cutting, the same as counting's)
+        self._cutter = WordCounter(self.pattern, special_tokens, num_threads)
+        self.num_threads = num_threads
+        self.slots = np.full(1 << 16, -1, dtype=np.int64)
+        self.store = np.empty(1 << 16, dtype=np.uint8)
+        self.store_len = 0
+        self.woff = np.zeros(1 << 12, dtype=np.int64)
+        self.n_words = 0
+        self.parts = []
+
+    def add_texts(self, texts) -> None:
+        from .text import clean_text
+
+        encoded = []
+        for text in texts:
+            try:
+                encoded.append(text.encode("utf-8"))
+            except UnicodeEncodeError:  # as counting does: lone surrogates replaced
+                encoded.append(clean_text(text).encode("utf-8"))
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        self.add_batch(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
+
+    def add_batch(self, data, doc_offsets) -> None:
+        from ._scanner import class_table
+        from .kernels.boundless import intern_units
+        from .parallel import call_kernel, default_threads
+
+        data = np.ascontiguousarray(data, dtype=np.uint8)
+        doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
+        if self._cutter.matcher:
+            data, doc_offsets = self._cutter._cut_special_tokens(data, doc_offsets)
+        pieces, doc_pieces = pretokenize.piece_offsets(
+            data, doc_offsets, self.pattern, self.num_threads or default_threads())
+        stage1, stage2 = class_table()
+        units, self.slots, self.store, self.store_len, self.woff, self.n_words = call_kernel(
+            intern_units, data, pieces, doc_pieces, stage1, stage2, self.slots, self.store,
+            self.store_len, self.woff, self.n_words)
+        # Only word units and the first -1 after them matter: runs of -1 shrink to one.
+        prev = np.empty_like(units)
+        prev[0] = -1
+        prev[1:] = units[:-1]
+        self.parts.append(units[(units >= 0) | (prev >= 0)])
+
+    def units(self) -> np.ndarray:
+        units = np.concatenate(self.parts) if self.parts else np.zeros(0, np.int32)
+        return np.concatenate([units, np.array([-1], np.int32)])
+
+    def words(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.store[:self.store_len], self.woff[:self.n_words + 1]
+
+
+def collect_texts(texts, pattern, special_tokens, num_threads=None) -> UnitCollector:
+    """The unit pass over in-memory documents (str, or pyarrow string arrays)."""
+    collector = UnitCollector(pattern, special_tokens, num_threads)
+    module = type(texts).__module__ or ""
+    if module.startswith("pyarrow"):
+        from .io.arrow_text import string_chunks, text_buffers
+
+        for chunk in string_chunks(texts):
+            for start in range(0, len(chunk), 65536):
+                data, offsets, _ = text_buffers(chunk.slice(start, 65536))
+                collector.add_batch(data, offsets)
+        return collector
+    batch, size = [], 0
+    for text in texts:
+        batch.append(text)
+        size += len(text)
+        if size >= BATCH_BYTES:
+            collector.add_texts(batch)
+            batch, size = [], 0
+    if batch:
+        collector.add_texts(batch)
+    return collector
+
+
+# --------------------------------------------------------------------------- training
+
+def interleave_supermerges(classic, collector, opts, report=None):
+    """The BoundlessBPE tokenizer from ``classic`` (classic training with the whole budget
+    on the same corpus) and the corpus's units."""
+    from .kernels.boundless import STEP_SUPER, interleave, pair_table, word_tokens
+    from .kernels.hashing import build_rank_table
+    from .merge_loop import UNLIMITED
+    from .parallel import call_kernel
+
+    n_special = len(opts.special_tokens)
+    c_merges = np.asarray(classic.merges, np.int32)
+    c_ids = np.asarray(classic.merge_ids, np.int64)
+    c_counts = np.asarray(classic.merge_counts, np.int64)
+    store, woff = collector.words()
+    n_words = len(woff) - 1
+    keys, vals = build_rank_table(c_merges, c_ids.astype(np.int32))
+    token, ready = call_kernel(word_tokens, store, woff, n_words, keys, vals)
+    units = collector.units()
+    pid, left, right, count, occ_off, occ_pos = call_kernel(pair_table, units)
+    wlen = np.diff(woff)
+    max_units = UNLIMITED if opts.max_token_length is None else opts.max_token_length
+    ok = (token[left] >= 0) & (token[right] >= 0) & (wlen[left] + wlen[right] <= max_units)
+    pair_ready = np.where(ok, np.maximum(ready[left], ready[right]), -1)
+    tie = pair_tie(opts.tie_break, token, left, right, store, woff)
+    order = np.flatnonzero(pair_ready >= 0)
+    order = order[np.argsort(pair_ready[order], kind="stable")].astype(np.int64)
+    # A classic merge makes a new token unless its bytes exist (then the id is reused).
+    first = np.zeros(len(c_ids), dtype=bool)
+    if len(c_ids):
+        _, at = np.unique(c_ids, return_index=True)
+        first[at] = True
+    ord_new = (first & (c_ids >= 256)).astype(np.uint8)
+    max_ids = UNLIMITED if opts.vocab_size is None else opts.vocab_size - n_special
+    max_merges = UNLIMITED if opts.num_merges is None else opts.num_merges
+    kind, which, step_count = call_kernel(
+        interleave, c_counts, ord_new, 256, max_merges, max_ids,
+        max(1, int(opts.min_frequency)), count.copy(), pair_ready, tie, order, pid, occ_off,
+        occ_pos, len(units))
+    # Classic ids -> final ids: tokens are numbered in the order they are made.
+    final = np.full(len(classic.model.token_bytes), -1, dtype=np.int64)
+    final[:256] = np.arange(256)
+    next_id = 256
+    merges = np.empty((len(kind), 2), dtype=np.int32)
+    superword = kind == STEP_SUPER
+    for s, (k, w) in enumerate(zip(kind.tolist(), which.tolist())):
+        if k == STEP_SUPER:
+            merges[s] = final[token[left[w]]], final[token[right[w]]]
+            next_id += 1
+            continue
+        a, b = c_merges[w]
+        merges[s] = final[a], final[b]
+        if final[c_ids[w]] < 0:
+            final[c_ids[w]] = next_id
+            next_id += 1
+    tok = boundless_tokenizer(merges, superword, opts.pattern, opts.special_tokens,
+                              tie_break=opts.tie_break, merge_counts=step_count)
+    if report is not None:
+        report.update({"boundless_supermerges": int(superword.sum()),
+                       "boundless_word_pairs": int(len(count)),
+                       "boundless_units": int(len(units)), "merges": int(len(merges)),
+                       "vocab_size": tok.vocab_size})
+    return tok
+
+
+def pair_tie(tie_break, token, left, right, store, woff) -> np.ndarray:
+    """int64 tie key of each unit pair (smaller first), as ``reference.train_boundless``
+    orders supermerges of equal count."""
+    if tie_break == "first":  # pairs are numbered in order of first occurrence
+        return np.arange(len(left), dtype=np.int64)
+    if tie_break == "bytes":  # (left bytes, right bytes): the words' order by bytes
+        words = [store[woff[w]:woff[w + 1]].tobytes() for w in range(len(woff) - 1)]
+        rank = np.empty(len(words), dtype=np.int64)
+        rank[sorted(range(len(words)), key=words.__getitem__)] = np.arange(len(words))
+        return (rank[left] << 32) | rank[right]
+    # Classic ids keep the final ids' order (tokens are numbered as they are made).
+    r = token.astype(np.int64)
+    if tie_break == "hf":
+        hf = np.asarray(hf_byte_ranks(), np.int64)
+        small = (r >= 0) & (r < 256)
+        r[small] = hf[r[small]]
+    r = np.maximum(r, 0)
+    return (r[left] << 32) | r[right]
+
+
+def train_texts(classic, texts, opts, report=None):
+    """``train(..., boundless=True)`` after classic training on ``texts``."""
+    collector = collect_texts(texts, opts.pattern, opts.special_tokens, opts.num_threads)
+    return interleave_supermerges(classic, collector, opts, report)
+
+
+def train_files(classic, batches, opts, report=None):
+    """``train_files(..., boundless=True)``: ``batches`` yields ``(data, doc_offsets)``."""
+    collector = UnitCollector(opts.pattern, opts.special_tokens, opts.num_threads)
+    for data, doc_offsets in batches:
+        collector.add_batch(data, doc_offsets)
+    return interleave_supermerges(classic, collector, opts, report)
+
+
+# --------------------------------------------------------------------------- the model
+
+def boundless_tokenizer(merges, superword, pattern, special_tokens=(), *, tie_break=None,
+                        merge_counts=None, source=None, roles=None):
+    """A BoundlessBPE Tokenizer: ``merges`` (rank order) with ``superword`` flags."""
+    from .layout import make_level
+    from .text import UnicodeNormalizer
+    from .tokenizer import Tokenizer
+
+    pattern = check_boundless_pattern(pattern, "a BoundlessBPE model")
+    level = make_level("bytes", pattern, None, None, None, source)
+    model = BoundlessModel(merges, level.base_bytes, superword, pattern, source)
+    tok = Tokenizer.from_parts(model, level, UnicodeNormalizer(None),
+                               special_tokens=special_tokens, tie_break=tie_break,
+                               source=source, roles=roles)
+    if merge_counts is not None:
+        tok.merge_counts = np.asarray(merge_counts, np.int64)
+    return tok
+
+
+def word_token(token: bytes) -> bool:
+    """Whether a token's bytes are a ``BOUNDLESS_WORD`` (valid UTF-8: space? letters)."""
+    from .reference import is_boundless_word
+
+    try:
+        return is_boundless_word(token.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
+
+
+def is_boundless(tok) -> bool:
+    return isinstance(getattr(tok, "model", None), BoundlessModel)
+
+
+class BoundlessModel(MergeModel):
+    """Merges with supermerge flags; ``postprocess`` joins superwords after the ordinary
+    encoder (which keeps the supermerges in its rank table: with the allowed patterns they
+    never fire inside a pre-token, see the module docstring)."""
+
+    def __init__(self, merges, base_bytes, superword, pattern, source=None):
+        super().__init__(merges, base_bytes, "pairs", source)
+        superword = np.asarray(superword)
+        if superword.dtype != bool or superword.shape != (len(self.merges),):
+            raise ModelFormatError(f"superword must be {len(self.merges)} booleans, one per "
+                                   f"merge, not {superword.dtype} of shape {superword.shape}",
+                                   source, "superword")
+        self.superword = superword.copy()
+        self.superword.setflags(write=False)
+        self.pattern = pattern
+        tokens = self.token_bytes
+        for k in np.flatnonzero(superword).tolist():
+            a, b = (int(x) for x in self.merges[k])
+            for side, t in (("left", a), ("right", b)):
+                if not word_token(tokens[t]):
+                    raise ModelFormatError(
+                        f"supermerge {k} ({a}, {b}): its {side} token {tokens[t]!r:.40} is not "
+                        "a word pre-token (an optional space and letters)", source,
+                        f"merges[{k}]")
+        made = self.merge_ids[superword]
+        if len(np.unique(made)) != len(made) or np.isin(made, self.merge_ids[~superword]).any():
+            raise ModelFormatError("a supermerge makes a token that another merge makes too",
+                                   source, "superword")
+        self._post = None
+
+    def __getstate__(self):
+        return {**super().__getstate__(), "_post": None}
+
+    def _post_tables(self):
+        from .kernels.hashing import build_rank_table, interleave_table
+
+        if self._post is None:
+            tok_off, tok_data = token_arrays(self.token_bytes)
+            joinable = np.fromiter(map(word_token, self.token_bytes), np.uint8,
+                                   len(self.token_bytes))
+            sel = np.flatnonzero(self.superword)
+            keys, vals = build_rank_table(np.ascontiguousarray(self.merges[sel]),
+                                          np.ascontiguousarray(self.merge_ids[sel]))
+            self._post = (np.asarray(tok_off, np.int64), np.asarray(tok_data, np.uint8),
+                          joinable, interleave_table(keys, vals))
+        return self._post
+
+    def postprocess(self, ids, doc_offsets):
+        """``(ids, offsets)`` of the ordinary encoder -> with superwords joined: the
+        documents' bytes are pre-tokenized again (segments cut at special tokens, as the
+        encoder cut them), so a pre-token that is exactly one token is found."""
+        from .kernels.boundless import join_superwords, token_bytes_of
+        from .parallel import call_kernel
+
+        if not self.superword.any() or len(ids) < 2:
+            return ids, doc_offsets
+        tok_off, tok_data, joinable, table = self._post_tables()
+        ids = np.ascontiguousarray(ids, np.int32)
+        doc_offsets = np.ascontiguousarray(doc_offsets, np.int64)
+        data, tok_start, seg_bytes, seg_tok = call_kernel(
+            token_bytes_of, ids, doc_offsets, tok_off, tok_data, len(self.token_bytes))
+        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_bytes, self.pattern, 1)
+        return call_kernel(join_superwords, ids, doc_offsets, tok_start, seg_tok, pieces,
+                           seg_pieces, joinable, table)

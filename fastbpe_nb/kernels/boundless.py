@@ -1,0 +1,563 @@
+"""BoundlessBPE kernels (Schmidt et al. 2025): supermerges between whole pre-tokens.
+
+Training (``fastbpe_nb.boundless``) runs classic BPE on the word table as usual; ordinary
+merges never depend on supermerges (a supermerge rewrites no word), so the ordinary merge
+stream is that of classic training, and these kernels interleave the supermerges into it:
+
+* ``intern_units``: each pre-token of a batch as a "unit": the index of its word among the
+  distinct ``BOUNDLESS_WORD`` pre-tokens (`` ?\\p{L}+``), or -1 for any other pre-token.
+* ``word_tokens``: for each such word, the one token it encodes to with the ordinary merges
+  (or -1) and how many ordinary merges training has done when it becomes that token.
+* ``pair_table``: the distinct pairs of adjacent units, their counts and positions.
+* ``interleave``: the merge loop: the next ordinary merge or the best supermerge,
+  whichever has the higher count, with a lazy max-heap of supermerges whose counts only
+  fall (joining a pair takes its neighbours' occurrences away). Cost per supermerge: its
+  occurrences.
+
+Encoding: ``token_starts`` / ``join_superwords`` join adjacent single-token pre-tokens by
+supermerge rank after the ordinary encoder ran.
+
+``reference.train_boundless`` / ``reference.encode_boundless`` are the specification.
+"""
+
+import numpy as np
+from numba import njit
+
+from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved_get,
+                      pair_key, same_units, table_capacity, table_slot)
+from .scan import decode_multibyte
+from .unicode_classes import CLS_L
+
+#: ``interleave``'s step kinds.
+STEP_ORDINARY = 0
+STEP_SUPER = 1
+
+
+@njit(cache=True, nogil=True)
+def _is_word(data, start, end, stage1, stage2):
+    """Whether ``data[start:end]`` is `` ?\\p{L}+`` (valid UTF-8 letters, one optional
+    leading space), with the scanner's class table (so \\p{L} is the ``regex`` module's)."""
+    pos = start
+    if pos < end and data[pos] == 0x20:
+        pos += 1
+    if pos >= end:
+        return False
+    while pos < end:
+        b0 = np.int64(data[pos])
+        if b0 < 0x80:
+            cp = b0
+            n = 1
+        else:
+            b1 = np.int64(data[pos + 1]) if pos + 1 < end else 0
+            b2 = np.int64(data[pos + 2]) if pos + 2 < end else 0
+            b3 = np.int64(data[pos + 3]) if pos + 3 < end else 0
+            cp, n = decode_multibyte(b0, b1, b2, b3)
+            if cp < 0:
+                return False
+        block = np.int64(stage1[cp >> 8])
+        if (stage2[block * 256 + (cp & 0xFF)] & CLS_L) == 0:
+            return False
+        pos += n
+    return True
+
+
+@njit(cache=True, nogil=True)
+def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_len, woff,
+                 n_words):
+    """The units of a batch of pre-tokenized documents, interning the word-like pieces.
+
+    Parameters
+    ----------
+    data : uint8[n_bytes]
+        The documents' UTF-8 bytes (special tokens already cut out).
+    pieces : int64[n_pieces + 1]
+        Piece boundaries in ``data`` (``pretokenize.piece_offsets``).
+    doc_pieces : int64[n_docs + 1]
+        Index of each document's first piece.
+    stage1, stage2 : the scanner's code-point class table (``_scanner.class_table``).
+    slots : int64[cap]
+        Hash slots holding word indices (``EMPTY`` when free), cap a power of two.
+    store : uint8[store_cap]
+        The words' bytes, concatenated; ``store_len`` bytes in use.
+    woff : int64[words_cap + 1]
+        Word boundaries in ``store``; ``n_words`` words so far.
+
+    Returns
+    -------
+    units : int32[n_pieces + n_docs]
+        Per piece its word index or -1 (not word-like), and a -1 after every document
+        (documents never join).
+    slots, store, store_len, woff, n_words
+        The grown table (new words appended in order of first occurrence).
+    """
+    n_docs = doc_pieces.shape[0] - 1
+    units = np.empty(pieces.shape[0] - 1 + n_docs, dtype=np.int32)
+    u = 0
+    for d in range(n_docs):
+        for j in range(doc_pieces[d], doc_pieces[d + 1]):
+            start = pieces[j]
+            end = pieces[j + 1]
+            if not _is_word(data, start, end, stage1, stage2):
+                units[u] = -1
+                u += 1
+                continue
+            n = end - start
+            h = hash_units(data, start, end, HASH_SEED)
+            mask = slots.shape[0] - 1
+            i = hash_slot(h) & mask
+            while True:
+                w = slots[i]
+                if w == EMPTY:
+                    break
+                if woff[w + 1] - woff[w] == n and same_units(store, woff[w], data, start, n):
+                    break
+                i = (i + 1) & mask
+            if w == EMPTY:
+                w = n_words
+                store = grow(store, store_len + n)
+                store[store_len:store_len + n] = data[start:end]
+                store_len += n
+                woff = grow(woff, n_words + 2)
+                woff[n_words + 1] = store_len
+                n_words += 1
+                slots[i] = w
+                if 2 * n_words > slots.shape[0]:  # keep the table at most half full
+                    new_slots = np.full(2 * slots.shape[0], EMPTY, dtype=np.int64)
+                    new_mask = new_slots.shape[0] - 1
+                    for v in range(n_words):
+                        k = hash_slot(hash_units(store, woff[v], woff[v + 1], HASH_SEED)) & new_mask
+                        while new_slots[k] != EMPTY:
+                            k = (k + 1) & new_mask
+                        new_slots[k] = v
+                    slots = new_slots
+            units[u] = w
+            u += 1
+        units[u] = -1
+        u += 1
+    return units, slots, store, store_len, woff, n_words
+
+
+@njit(cache=True, nogil=True)
+def word_tokens(store, woff, n_words, rank_keys, rank_vals):
+    """Each word encoded with the ordinary merges, as training's rewrite would make it.
+
+    Parameters
+    ----------
+    store : uint8[*], woff : int64[n_words + 1]
+        The words' bytes.
+    rank_keys, rank_vals : int64[cap]
+        ``hashing.build_rank_table`` of the ordinary (classic) merges: pair -> rank, id.
+
+    Returns
+    -------
+    token : int32[n_words]
+        The single token the word becomes, or -1 when it stays several tokens.
+    ready : int64[n_words]
+        How many ordinary merges are done when it becomes that token: one more than the
+        highest rank applied (merges apply in rank order, as training applies them), 0 for
+        a one-byte word.
+    """
+    token = np.full(n_words, -1, dtype=np.int32)
+    ready = np.zeros(n_words, dtype=np.int64)
+    seq = np.empty(64, dtype=np.int64)
+    for w in range(n_words):
+        n = woff[w + 1] - woff[w]
+        if seq.shape[0] < n:
+            seq = np.empty(2 * n, dtype=np.int64)
+        for k in range(n):
+            seq[k] = store[woff[w] + k]
+        top = np.int64(-1)
+        while n > 1:
+            best = np.int64(-1)
+            best_i = -1
+            for i in range(n - 1):
+                v = -1
+                slot = table_slot(rank_keys, pair_key(seq[i], seq[i + 1]))
+                if rank_keys[slot] != EMPTY:
+                    v = rank_vals[slot]
+                if v >= 0 and (best < 0 or (v >> 32) < (best >> 32)):
+                    best = v
+                    best_i = i
+            if best < 0:
+                break
+            seq[best_i] = best & 0xFFFFFFFF
+            for k in range(best_i + 1, n - 1):
+                seq[k] = seq[k + 1]
+            n -= 1
+            if (best >> 32) > top:
+                top = best >> 32
+        if n == 1:
+            token[w] = seq[0]
+            ready[w] = top + 1
+    return token, ready
+
+
+@njit(cache=True, nogil=True)
+def pair_table(units):
+    """The distinct pairs of adjacent units (both word indices) and where they occur.
+
+    Parameters
+    ----------
+    units : int32[n]
+        Word indices, -1 between runs (``intern_units``' output, joined over batches).
+
+    Returns
+    -------
+    pid : int32[n]
+        At each position ``q`` the pair ``(units[q], units[q + 1])``'s index, or -1.
+    left, right : int32[n_pairs]
+        The pairs' words, in order of first occurrence.
+    count : int64[n_pairs]
+        Occurrences (overlapping: ``A A A`` holds two ``(A, A)``).
+    occ_off : int64[n_pairs + 1], occ_pos : int64[n_occurrences]
+        Each pair's positions, ascending.
+    """
+    n = units.shape[0]
+    pid = np.full(n, -1, dtype=np.int32)
+    cap = table_capacity(1024)
+    keys = np.full(cap, EMPTY, dtype=np.int64)
+    vals = np.zeros(cap, dtype=np.int64)
+    left = np.empty(1024, dtype=np.int32)
+    right = np.empty(1024, dtype=np.int32)
+    count = np.zeros(1024, dtype=np.int64)
+    n_pairs = 0
+    for q in range(n - 1):
+        a = units[q]
+        b = units[q + 1]
+        if a < 0 or b < 0:
+            continue
+        key = pair_key(a, b)
+        i = table_slot(keys, key)
+        if keys[i] == EMPTY:
+            keys[i] = key
+            vals[i] = n_pairs
+            left = grow(left, n_pairs + 1)
+            right = grow(right, n_pairs + 1)
+            if count.shape[0] < n_pairs + 1:
+                new_count = np.zeros(2 * count.shape[0], dtype=np.int64)
+                new_count[:n_pairs] = count[:n_pairs]
+                count = new_count
+            left[n_pairs] = a
+            right[n_pairs] = b
+            p = n_pairs
+            n_pairs += 1
+            if 2 * n_pairs > cap:
+                cap *= 2
+                new_keys = np.full(cap, EMPTY, dtype=np.int64)
+                new_vals = np.zeros(cap, dtype=np.int64)
+                for s in range(keys.shape[0]):
+                    if keys[s] != EMPTY:
+                        t = table_slot(new_keys, keys[s])
+                        new_keys[t] = keys[s]
+                        new_vals[t] = vals[s]
+                keys = new_keys
+                vals = new_vals
+        else:
+            p = vals[i]
+        pid[q] = p
+        count[p] += 1
+    occ_off = np.zeros(n_pairs + 1, dtype=np.int64)
+    for p in range(n_pairs):
+        occ_off[p + 1] = occ_off[p] + count[p]
+    fill = occ_off[:n_pairs].copy()
+    occ_pos = np.empty(occ_off[n_pairs], dtype=np.int64)
+    for q in range(n - 1):
+        p = pid[q]
+        if p >= 0:
+            occ_pos[fill[p]] = q
+            fill[p] += 1
+    return pid, left[:n_pairs].copy(), right[:n_pairs].copy(), count[:n_pairs].copy(), \
+        occ_off, occ_pos
+
+
+@njit(cache=True, nogil=True)
+def _better(c1, t1, c2, t2):
+    """Heap order: the higher count, then the smaller tie key."""
+    return c1 > c2 or (c1 == c2 and t1 < t2)
+
+
+@njit(cache=True, nogil=True)
+def _push(hc, ht, hp, size, c, t, p):
+    i = size
+    hc[i] = c
+    ht[i] = t
+    hp[i] = p
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _better(hc[i], ht[i], hc[parent], ht[parent]):
+            break
+        hc[i], hc[parent] = hc[parent], hc[i]
+        ht[i], ht[parent] = ht[parent], ht[i]
+        hp[i], hp[parent] = hp[parent], hp[i]
+        i = parent
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _pop(hc, ht, hp, size):
+    size -= 1
+    hc[0] = hc[size]
+    ht[0] = ht[size]
+    hp[0] = hp[size]
+    i = 0
+    while True:
+        l = 2 * i + 1
+        if l >= size:
+            break
+        best = l
+        r = l + 1
+        if r < size and _better(hc[r], ht[r], hc[l], ht[l]):
+            best = r
+        if not _better(hc[best], ht[best], hc[i], ht[i]):
+            break
+        hc[i], hc[best] = hc[best], hc[i]
+        ht[i], ht[best] = ht[best], ht[i]
+        hp[i], hp[best] = hp[best], hp[i]
+        i = best
+    return size
+
+
+@njit(cache=True, nogil=True)
+def interleave(ord_count, ord_new, n_base, max_merges, max_ids, min_count, count, ready,
+               tie, order, pid, occ_off, occ_pos, n_units):
+    """The BoundlessBPE merge loop: ordinary merges (in classic order) and supermerges.
+
+    Parameters
+    ----------
+    ord_count : int64[m]
+        The count of each ordinary merge of classic training (non-increasing).
+    ord_new : uint8[m]
+        1 when that merge makes a new token (0: its bytes exist, the id is reused).
+    n_base : int
+        Ids before the first merge (256).
+    max_merges, max_ids, min_count : int
+        Stop after ``max_merges`` merges, at ``max_ids`` ids, below ``min_count`` (>= 1).
+    count : int64[n_pairs]
+        Each unit pair's occurrences (``pair_table``); lowered here as pairs join.
+    ready : int64[n_pairs]
+        Ordinary merges after which both words are single tokens (-1: never, or too long).
+    tie : int64[n_pairs]
+        Tie key among supermerges of equal count (smaller first).
+    order : int64[n_ready]
+        The pairs with ``ready >= 0``, by ``ready``.
+    pid : int32[n_units], occ_off : int64[n_pairs + 1], occ_pos : int64[*]
+        ``pair_table``'s pair of each position and positions of each pair.
+    n_units : int
+        Length of the unit array.
+
+    Returns
+    -------
+    kind : uint8[n_steps]
+        ``STEP_ORDINARY`` or ``STEP_SUPER`` per merge, in rank order.
+    which : int64[n_steps]
+        The ordinary merge's index, or the pair's index.
+    step_count : int64[n_steps]
+        The count the merge was chosen with.
+    """
+    n_pairs = count.shape[0]
+    m = ord_count.shape[0]
+    joined = np.zeros(n_units + 1, dtype=np.uint8)
+    done = np.zeros(n_pairs, dtype=np.uint8)
+    cap = order.shape[0] + 1
+    hc = np.empty(cap, dtype=np.int64)
+    ht = np.empty(cap, dtype=np.int64)
+    hp = np.empty(cap, dtype=np.int64)
+    size = 0
+    limit = min(max_merges, m + order.shape[0])
+    kind = np.empty(limit, dtype=np.uint8)
+    which = np.empty(limit, dtype=np.int64)
+    step_count = np.empty(limit, dtype=np.int64)
+    steps = 0
+    k = 0
+    ptr = 0
+    n_ids = n_base
+    while steps < max_merges and n_ids < max_ids:
+        while ptr < order.shape[0] and ready[order[ptr]] <= k:
+            p = order[ptr]
+            size = _push(hc, ht, hp, size, count[p], tie[p], p)
+            ptr += 1
+        # Lazy heap: counts only fall, so a popped entry with a stale count goes back
+        # with its current one (a pair is in the heap once).
+        while size > 0:
+            p = hp[0]
+            if hc[0] == count[p]:
+                break
+            size = _pop(hc, ht, hp, size)
+            size = _push(hc, ht, hp, size, count[p], tie[p], p)
+        best_super = hc[0] if size > 0 else 0
+        best_ordinary = ord_count[k] if k < m else 0
+        if max(best_super, best_ordinary) < min_count:
+            break
+        if k < m and best_ordinary >= best_super:  # ordinary first on equal counts
+            kind[steps] = STEP_ORDINARY
+            which[steps] = k
+            step_count[steps] = best_ordinary
+            if ord_new[k]:
+                n_ids += 1
+            k += 1
+            steps += 1
+            continue
+        p = hp[0]
+        size = _pop(hc, ht, hp, size)
+        kind[steps] = STEP_SUPER
+        which[steps] = p
+        step_count[steps] = count[p]
+        done[p] = 1
+        count[p] = 0
+        n_ids += 1
+        steps += 1
+        # Join the pair's positions left to right; a position's neighbours lose the
+        # occurrence that shared a unit with it (a joined unit never joins again).
+        for o in range(occ_off[p], occ_off[p + 1]):
+            q = occ_pos[o]
+            if joined[q] or joined[q + 1]:
+                continue
+            joined[q] = 1
+            joined[q + 1] = 1
+            if q > 0 and pid[q - 1] >= 0 and not joined[q - 1]:
+                count[pid[q - 1]] -= 1
+            if pid[q + 1] >= 0 and not joined[q + 2]:
+                count[pid[q + 1]] -= 1
+        # Drop finished pairs from the top (their entries are not refreshed above).
+        while size > 0 and done[hp[0]]:
+            size = _pop(hc, ht, hp, size)
+    return kind[:steps].copy(), which[:steps].copy(), step_count[:steps].copy()
+
+
+@njit(cache=True, nogil=True)
+def token_bytes_of(ids, doc_offsets, tok_off, tok_data, n_regular):
+    """The bytes of encoded documents, cut into segments at special tokens.
+
+    Parameters
+    ----------
+    ids : int32[n]
+        Token ids (validated: ``0 <= id``; ids ``>= n_regular`` are special tokens).
+    doc_offsets : int64[n_docs + 1]
+        Document boundaries in ``ids``.
+    tok_off : int64[n_regular + 1], tok_data : uint8[*]
+        Each regular token's bytes.
+
+    Returns
+    -------
+    data : uint8[n_bytes]
+        The regular tokens' bytes, concatenated.
+    tok_start : int64[n + 1]
+        Byte offset of each token in ``data`` (a special token has none: its start
+        equals the next token's).
+    seg_bytes : int64[n_seg + 1], seg_tok : int64[n_seg + 1]
+        Each segment's first byte and first token; a document is a segment, cut at every
+        special token (the special token belongs to no segment).
+    """
+    n = ids.shape[0]
+    total = 0
+    for i in range(n):
+        t = ids[i]
+        if t < n_regular:
+            total += tok_off[t + 1] - tok_off[t]
+    data = np.empty(total, dtype=np.uint8)
+    tok_start = np.empty(n + 1, dtype=np.int64)
+    n_docs = doc_offsets.shape[0] - 1
+    seg_bytes = np.empty(n + n_docs + 1, dtype=np.int64)
+    seg_tok = np.empty(n + n_docs + 1, dtype=np.int64)
+    n_seg = 0
+    pos = 0
+    for d in range(n_docs):
+        seg_bytes[n_seg] = pos
+        seg_tok[n_seg] = doc_offsets[d]
+        n_seg += 1
+        for i in range(doc_offsets[d], doc_offsets[d + 1]):
+            t = ids[i]
+            tok_start[i] = pos
+            if t >= n_regular:
+                # The segment ends before the special token; a new one starts after it.
+                seg_bytes[n_seg] = pos
+                seg_tok[n_seg] = i  # (the segment of the special token alone: no pieces)
+                n_seg += 1
+                seg_bytes[n_seg] = pos
+                seg_tok[n_seg] = i + 1
+                n_seg += 1
+                continue
+            a = tok_off[t]
+            b = tok_off[t + 1]
+            data[pos:pos + b - a] = tok_data[a:b]
+            pos += b - a
+    tok_start[n] = pos
+    seg_bytes[n_seg] = pos
+    seg_tok[n_seg] = n
+    return data, tok_start, seg_bytes[:n_seg + 1].copy(), seg_tok[:n_seg + 1].copy()
+
+
+@njit(cache=True, nogil=True)
+def join_superwords(ids, doc_offsets, tok_start, seg_tok, pieces, seg_pieces, joinable,
+                    super_table):
+    """Join adjacent single-token word pre-tokens by supermerge rank (``encode_boundless``).
+
+    Parameters
+    ----------
+    ids : int32[n], doc_offsets : int64[n_docs + 1]
+        The ordinary encoder's ids per document.
+    tok_start : int64[n + 1], seg_tok : int64[n_seg + 1]
+        ``token_bytes_of``'s token byte offsets and segments' first tokens.
+    pieces : int64[n_pieces + 1], seg_pieces : int64[n_seg + 1]
+        The pre-tokens of the segments' bytes (``pretokenize.piece_offsets``).
+    joinable : uint8[n_regular]
+        1 for a token whose bytes are a ``BOUNDLESS_WORD``.
+    super_table : int64[2 * cap]
+        ``interleave_table`` of the supermerges: pair -> ``(rank << 32) | new id``.
+
+    Returns
+    -------
+    out : int32[n_out], out_offsets : int64[n_docs + 1]
+        The ids with every joined pair replaced by its superword.
+    """
+    n = ids.shape[0]
+    n_seg = seg_tok.shape[0] - 1
+    # unit_tok[i] >= 0: token i is a whole joinable pre-token (then its piece's index).
+    whole = np.zeros(n + 1, dtype=np.uint8)
+    for s in range(n_seg):
+        t = seg_tok[s]
+        t_end = seg_tok[s + 1]
+        for j in range(seg_pieces[s], seg_pieces[s + 1]):
+            while t < t_end and tok_start[t] < pieces[j]:
+                t += 1
+            if (t < t_end and tok_start[t] == pieces[j] and tok_start[t + 1] == pieces[j + 1]
+                    and pieces[j + 1] > pieces[j] and joinable[ids[t]]):
+                whole[t] = 1
+    # Candidates: adjacent whole tokens of one segment whose pair is a supermerge.
+    n_cand = 0
+    cand_key = np.empty(n, dtype=np.int64)
+    cand_val = np.empty(n, dtype=np.int64)
+    for s in range(n_seg):
+        for t in range(seg_tok[s], seg_tok[s + 1] - 1):
+            if whole[t] and whole[t + 1]:
+                v = interleaved_get(super_table, pair_key(ids[t], ids[t + 1]), -1)
+                if v >= 0:
+                    cand_key[n_cand] = (v >> 32) * (n + 1) + t
+                    cand_val[n_cand] = v & 0xFFFFFFFF
+                    n_cand += 1
+    drop = np.zeros(n + 1, dtype=np.uint8)
+    new_ids = ids.copy()
+    if n_cand > 0:
+        # Lowest rank first, leftmost on equal rank: joining only ever removes candidates
+        # (a joined token never joins again), so this order is the iterative rule's.
+        sel = np.argsort(cand_key[:n_cand], kind="mergesort")
+        used = np.zeros(n + 1, dtype=np.uint8)
+        for c in sel:
+            t = cand_key[c] % (n + 1)
+            if used[t] or used[t + 1]:
+                continue
+            used[t] = 1
+            used[t + 1] = 1
+            new_ids[t] = cand_val[c]
+            drop[t + 1] = 1
+    n_docs = doc_offsets.shape[0] - 1
+    out = np.empty(n, dtype=np.int32)
+    out_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    o = 0
+    for d in range(n_docs):
+        for i in range(doc_offsets[d], doc_offsets[d + 1]):
+            if not drop[i]:
+                out[o] = new_ids[i]
+                o += 1
+        out_offsets[d + 1] = o
+    return out[:o].copy(), out_offsets
