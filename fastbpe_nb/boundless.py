@@ -238,6 +238,26 @@ def train_texts(classic, texts, opts, report=None):
     return interleave_supermerges(classic, collector, opts, report)
 
 
+def file_batches(files, column, pattern, on_bad_input, chunk_bytes, max_invalid_utf8,
+                 max_chunk_bytes):
+    """``(data, doc_offsets)`` batches of corpus files, read as ``training.count_files``
+    reads them (the same documents, so the same pre-tokens)."""
+    from .counting import coalesce_batches
+    from .io.corpus import iter_batches
+    from .io.read_stats import ReadStats
+    from .io.text_files import chunk_limits
+    from .io.utf8_policy import DEFAULT_MAX_INVALID_UTF8, check_max_invalid_utf8
+
+    max_invalid_utf8 = check_max_invalid_utf8(
+        DEFAULT_MAX_INVALID_UTF8 if max_invalid_utf8 is None else max_invalid_utf8)
+    chunk_bytes, max_chunk_bytes = chunk_limits(chunk_bytes, max_chunk_bytes, None)
+    batches = iter_batches(files, column, ReadStats(),
+                           splittable=pretokenize.uses_scanner(pattern),
+                           on_bad_input=on_bad_input, chunk_bytes=chunk_bytes,
+                           max_invalid_utf8=max_invalid_utf8, max_chunk_bytes=max_chunk_bytes)
+    yield from coalesce_batches(batches, None)
+
+
 def train_files(classic, batches, opts, report=None):
     """``train_files(..., boundless=True)``: ``batches`` yields ``(data, doc_offsets)``."""
     collector = UnitCollector(opts.pattern, opts.special_tokens, opts.num_threads)
@@ -266,6 +286,46 @@ def boundless_tokenizer(merges, superword, pattern, special_tokens=(), *, tie_br
     return tok
 
 
+def parse_superword(doc: dict, n_merges: int, source=None) -> np.ndarray:
+    """The model file's ``"superword"`` entry (the ranks of the supermerges, ascending) as
+    ``bool[n_merges]``; ModelFormatError naming the entry and the reason otherwise."""
+    ranks = doc["superword"]
+    if not isinstance(ranks, list) or any(
+            isinstance(k, bool) or not isinstance(k, int) for k in ranks):
+        raise ModelFormatError("superword must be a list of merge ranks (integers)", source,
+                               "superword")
+    for i, k in enumerate(ranks):
+        if not 0 <= k < n_merges:
+            raise ModelFormatError(f"rank {k} is not one of the {n_merges} merges", source,
+                                   f"superword[{i}]")
+        if i and k <= ranks[i - 1]:
+            raise ModelFormatError(f"rank {k} after {ranks[i - 1]}: the ranks must rise",
+                                   source, f"superword[{i}]")
+    for key, ok in (("base", doc.get("base") == "bytes"),
+                    ("merge_mode", doc.get("merge_mode", "pairs") == "pairs"),
+                    ("normalization", doc.get("normalization") is None),
+                    ("byte_order", doc.get("byte_order") is None)):
+        if not ok:
+            raise ModelFormatError(f"a BoundlessBPE model (superword) needs {key} "
+                                   f"{'bytes' if key == 'base' else 'pairs' if key == 'merge_mode' else 'null'}",
+                                   source, key)
+    flags = np.zeros(n_merges, dtype=bool)
+    flags[ranks] = True
+    return flags
+
+
+def tokenizer_from_spec(spec: dict):
+    """The BoundlessBPE Tokenizer of a parsed model file."""
+    source = spec.get("_source")
+    try:
+        pattern = check_boundless_pattern(spec["pattern"], "a BoundlessBPE model")
+    except TrainingError as exc:
+        raise ModelFormatError(str(exc), source, "pattern") from None
+    return boundless_tokenizer(spec["merges"], spec["superword"], pattern,
+                               spec["special_tokens"], tie_break=spec.get("tie_break"),
+                               source=source, roles=spec.get("roles"))
+
+
 def word_token(token: bytes) -> bool:
     """Whether a token's bytes are a ``BOUNDLESS_WORD`` (valid UTF-8: space? letters)."""
     from .reference import is_boundless_word
@@ -274,6 +334,17 @@ def word_token(token: bytes) -> bool:
         return is_boundless_word(token.decode("utf-8"))
     except UnicodeDecodeError:
         return False
+
+
+def refuse_export(tok, fmt: str) -> None:
+    """LossyExportError for a BoundlessBPE tokenizer: no other format has supermerges (its
+    encoder would merge the ordinary tokens and never join the superwords)."""
+    if is_boundless(tok):
+        from .errors import LossyExportError
+
+        raise LossyExportError(f"a BoundlessBPE tokenizer (boundless=True) cannot be written as "
+                               f"{fmt}: the format has no supermerges (merges across "
+                               "pre-tokens), so its encoder would give other ids; save() it")
 
 
 def is_boundless(tok) -> bool:

@@ -33,6 +33,10 @@ def build(spec: dict, model_file: bool = False) -> Tokenizer:
         return Tokenizer.from_parts(spec["model"], level, UnicodeNormalizer(),
                                     special_tokens=spec["special_tokens"], source=source,
                                     roles=spec.get("roles"))
+    if spec.get("superword") is not None:  # BoundlessBPE (a model file's "superword")
+        from .boundless import tokenizer_from_spec
+
+        return tokenizer_from_spec(spec)
     if not model_file:
         return Tokenizer(**spec)
     try:

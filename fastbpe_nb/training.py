@@ -450,7 +450,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 on_bad_input="error", max_memory=None, counts_output=None,
                 chunk_bytes=16 << 20, max_invalid_utf8=None, max_chunk_bytes=None,
                 min_word_count=1, superbpe_transition=None, superbpe_pattern=None,
-                merge_batch=1):
+                merge_batch=1, boundless=False):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -466,13 +466,15 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     are rare; the report says how many words and occurrences were pruned; a
     ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
     error (``CorpusReadError`` / ``TrainingError``). ``roles``, ``superbpe_transition``,
-    ``superbpe_pattern``, ``merge_batch``: as in ``train`` (SuperBPE reads the files twice).
+    ``superbpe_pattern``, ``merge_batch``, ``boundless``: as in ``train`` (SuperBPE and
+    BoundlessBPE read the files twice).
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
     _check_superbpe("train_files", superbpe_transition, superbpe_pattern)
+    _check_boundless("train_files", boundless, superbpe_transition)
     options = _given_options(
         "train_files", False, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -517,6 +519,9 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
         if superbpe_transition is not None:
             raise TrainingError(f"{files[0]} is a counts file of one pattern's words; SuperBPE "
                                 "counts the corpus with two patterns: train from the corpus")
+        if boundless:
+            raise TrainingError(f"{files[0]} is a counts file: it has lost which pre-tokens are "
+                                "neighbours, which boundless=True needs; train from the corpus")
         report["counts_file"] = files[0] if len(files) == 1 else files
         require_words(counts, f"the counts file {files[0]} holds no word")
     else:
@@ -525,6 +530,10 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
             from .superbpe import Stage2
 
             opts = Stage2(superbpe_transition, superbpe_pattern, final).stage1_options()
+        if boundless:
+            from .boundless import check_options
+
+            check_options(opts)
         if opts.base != "bytes":
             raise TrainingError("train_files supports base='bytes' (use train() for char mode)")
         if opts.normalization is not None:
@@ -569,6 +578,12 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
             num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
             chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
             max_chunk_bytes=max_chunk_bytes)[0], min_word_count, report, max_memory)
+    if boundless:  # the supermerges need the corpus's pre-token sequence: read it again
+        from . import boundless as boundless_bpe
+
+        tok = boundless_bpe.train_files(tok, boundless_bpe.file_batches(
+            files, column, opts.pattern, on_bad_input, chunk_bytes, max_invalid_utf8,
+            max_chunk_bytes), opts, report)
     tok = _given_roles(tok, roles)
     report["seconds_total"] = time.perf_counter() - t0
     if trace:

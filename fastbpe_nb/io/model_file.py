@@ -51,7 +51,8 @@ from .atomic import atomic_write
 FORMAT_NAME = "fastbpe_nb"
 FORMAT_VERSION = 2
 _KEYS = ("format", "version", "base", "pattern", "end_of_word", "alphabet", "tie_break",
-         "normalization", "byte_order", "merge_mode", "roles", "special_tokens", "merges")
+         "normalization", "byte_order", "merge_mode", "roles", "special_tokens", "merges",
+         "superword")
 _PIECES_KEYS = ("format", "version", "base", "roles", "special_tokens", "sentencepiece")
 _ROLE_KEYS = ("bos", "eos", "pad", "unk", "chat_template")
 _TIE_RULES = ("ids", "hf", "first", "bytes")
@@ -86,6 +87,9 @@ def model_to_json(tok) -> str:
     }
     if tok.roles:
         header["roles"] = tok.roles
+    superword = getattr(tok.model, "superword", None)  # BoundlessBPE: supermerge ranks
+    if superword is not None:
+        header["superword"] = np.flatnonzero(superword).tolist()
     for key, value in header.items():
         lines.append(f"  {_dump(key)}: {_dump(value)},")
     lines.append('  "special_tokens": [' + ", ".join(_dump([t, i]) for t, i in specials) + "],")
@@ -248,7 +252,17 @@ def parse_model(text_bytes: bytes, source=None) -> dict:
             "base": base, "alphabet": alphabet if base == "chars" else None,
             "end_of_word": end_of_word, "tie_break": tie_break, "byte_order": byte_order,
             "merge_mode": merge_mode, "normalization": normalization,
-            "roles": _parse_roles(doc, source), "_source": source}
+            "roles": _parse_roles(doc, source), "_source": source,
+            **_parse_superword(doc, len(merges_arr), source)}
+
+
+def _parse_superword(doc: dict, n_merges: int, source) -> dict:
+    """BoundlessBPE's ``"superword"`` entry (checked in ``boundless.parse_superword``)."""
+    if "superword" not in doc:
+        return {}
+    from ..boundless import parse_superword
+
+    return {"superword": parse_superword(doc, n_merges, source)}
 
 
 def _parse_roles(doc: dict, source):

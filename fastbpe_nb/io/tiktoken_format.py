@@ -31,6 +31,9 @@ _RANK = re.compile(rb"-?[0-9]+")
 
 def tiktoken_bytes(tok) -> bytes:
     """The ``.tiktoken`` file contents of ``tok``'s regular tokens (rank = id)."""
+    from ..boundless import refuse_export
+
+    refuse_export(tok, "a .tiktoken ranks file")
     if tok.base != "bytes":
         raise ValueError("a tiktoken file holds byte-level tokens: a char-mode tokenizer "
                          "(base='chars') cannot be written as one")
