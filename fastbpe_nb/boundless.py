@@ -109,6 +109,8 @@ class UnitCollector:
         units, self.slots, self.store, self.store_len, self.woff, self.n_words = call_kernel(
             intern_units, data, pieces, doc_pieces, stage1, stage2, self.slots, self.store,
             self.store_len, self.woff, self.n_words)
+        if len(units) == 0:  # (no document left: only special tokens)
+            return
         # Only word units and the first -1 after them matter: runs of -1 shrink to one.
         prev = np.empty_like(units)
         prev[0] = -1
@@ -375,6 +377,13 @@ class BoundlessModel(MergeModel):
                         f"supermerge {k} ({a}, {b}): its {side} token {tokens[t]!r:.40} is not "
                         "a word pre-token (an optional space and letters)", source,
                         f"merges[{k}]")
+            if not tokens[b].startswith(b" "):
+                # With gpt2 / cl100k two word pre-tokens meet only before a space (the
+                # letters of the first would have taken the second's).
+                raise ModelFormatError(
+                    f"supermerge {k} ({a}, {b}): its right token {tokens[b]!r:.40} does not "
+                    "start with a space, so the two tokens are never neighbouring pre-tokens",
+                    source, f"merges[{k}]")
         made = self.merge_ids[superword]
         if len(np.unique(made)) != len(made) or np.isin(made, self.merge_ids[~superword]).any():
             raise ModelFormatError("a supermerge makes a token that another merge makes too",

