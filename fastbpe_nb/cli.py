@@ -379,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "merges across whitespace up to --vocab-size (docs/variants.md)")
     t.add_argument("--superbpe-pattern", help="with --superbpe-transition: stage 2's "
                    "pre-tokenization regex (default: SuperBPE's, cut at line breaks)")
+    t.add_argument("--boundless", action="store_true",
+                   help="BoundlessBPE: also learn supermerges that join two adjacent whole "
+                   "word pre-tokens into one token (gpt2/cl100k patterns; docs/variants.md)")
     t.add_argument("--whitespace", choices=["\u2581"], help="\u2581: SentencePiece-style BPE "
                    "(each line a sentence, visible whitespace, byte fallback, digit splitting)")
     bool_flag = argparse.BooleanOptionalAction

@@ -96,6 +96,8 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
     if args.whitespace is not None:
         if args.superbpe_transition is not None:
             raise FastBPEError("--superbpe-transition trains byte-level BPE, not --whitespace")
+        if args.boundless:
+            raise FastBPEError("--boundless trains byte-level BPE, not --whitespace")
         if args.merge_batch != 1:
             raise FastBPEError("--merge-batch is for BPE, not SentencePiece style (--whitespace)")
         texts = corpus_texts(sources, args, splittable=True, lines=True)
@@ -114,6 +116,8 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
             options["superbpe_pattern"] = args.superbpe_pattern
         elif args.superbpe_pattern is not None:
             raise FastBPEError("--superbpe-pattern is for --superbpe-transition")
+        if args.boundless:
+            options["boundless"] = True
         if args.pattern != "default":
             options["pattern"] = None if args.pattern == "none" else args.pattern
         base = args.base or "bytes"

@@ -276,3 +276,31 @@ def test_kernel_word_test_equals_regex():
     for piece in pieces:
         data = np.frombuffer(piece.encode("utf-8"), np.uint8)
         assert _is_word(data, 0, len(data), stage1, stage2) == ref.is_boundless_word(piece), piece
+
+
+def test_cli_train_boundless(tmp_path):
+    from fastbpe_nb.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(tie_heavy_corpus(17, 60)), encoding="utf-8")
+    out = tmp_path / "m.json"
+    assert main(["train", str(corpus), "-o", str(out), "--vocab-size", "380", "--boundless",
+                 "-q"]) == 0
+    tok = fb.load(out)
+    want = fb.train_files([str(corpus)], vocab_size=380, boundless=True)
+    assert np.array_equal(tok.merges, want.merges)
+    assert np.array_equal(tok.model.superword, want.model.superword)
+    assert tok.model.superword.any()
+
+
+def test_cli_refuses_boundless_with_whitespace_and_clusters(tmp_path):
+    from fastbpe_nb.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ab ab ab\n", encoding="utf-8")
+    out = tmp_path / "m.json"
+    assert main(["train", str(corpus), "-o", str(out), "--boundless", "--whitespace",
+                 "\u2581", "-q"]) != 0
+    assert main(["train", str(corpus), "-o", str(out), "--boundless", "--dask", "local:1",
+                 "-q"]) != 0
+    assert not out.exists()
