@@ -154,7 +154,8 @@ def collect_texts(texts, pattern, special_tokens, num_threads=None) -> UnitColle
 def interleave_supermerges(classic, collector, opts, report=None):
     """The BoundlessBPE tokenizer from ``classic`` (classic training with the whole budget
     on the same corpus) and the corpus's units."""
-    from .kernels.boundless import STEP_SUPER, interleave, pair_table, word_tokens
+    from .kernels.boundless import (STEP_SUPER, final_merges, interleave, pair_table,
+                                    word_tokens)
     from .kernels.hashing import build_rank_table
     from .merge_loop import UNLIMITED
     from .parallel import call_kernel
@@ -168,6 +169,9 @@ def interleave_supermerges(classic, collector, opts, report=None):
     keys, vals = build_rank_table(c_merges, c_ids.astype(np.int32))
     token, ready = call_kernel(word_tokens, store, woff, n_words, keys, vals)
     units = collector.units()
+    # A word that never becomes one token never joins: it only cuts the runs (fewer pairs).
+    if n_words:
+        units = np.where(token[units] >= 0, units, -1).astype(np.int32)
     pid, left, right, count, occ_off, occ_pos = call_kernel(pair_table, units)
     wlen = np.diff(woff)
     max_units = UNLIMITED if opts.max_token_length is None else opts.max_token_length
@@ -189,21 +193,9 @@ def interleave_supermerges(classic, collector, opts, report=None):
         max(1, int(opts.min_frequency)), count.copy(), pair_ready, tie, order, pid, occ_off,
         occ_pos, len(units))
     # Classic ids -> final ids: tokens are numbered in the order they are made.
-    final = np.full(len(classic.model.token_bytes), -1, dtype=np.int64)
-    final[:256] = np.arange(256)
-    next_id = 256
-    merges = np.empty((len(kind), 2), dtype=np.int32)
+    merges = call_kernel(final_merges, kind, which, c_merges, c_ids, token[left],
+                         token[right], len(classic.model.token_bytes))
     superword = kind == STEP_SUPER
-    for s, (k, w) in enumerate(zip(kind.tolist(), which.tolist())):
-        if k == STEP_SUPER:
-            merges[s] = final[token[left[w]]], final[token[right[w]]]
-            next_id += 1
-            continue
-        a, b = c_merges[w]
-        merges[s] = final[a], final[b]
-        if final[c_ids[w]] < 0:
-            final[c_ids[w]] = next_id
-            next_id += 1
     tok = boundless_tokenizer(merges, superword, opts.pattern, opts.special_tokens,
                               tie_break=opts.tie_break, merge_counts=step_count)
     if report is not None:
@@ -236,8 +228,16 @@ def pair_tie(tie_break, token, left, right, store, woff) -> np.ndarray:
 
 def train_texts(classic, texts, opts, report=None):
     """``train(..., boundless=True)`` after classic training on ``texts``."""
+    import time
+
+    t0 = time.perf_counter()
     collector = collect_texts(texts, opts.pattern, opts.special_tokens, opts.num_threads)
-    return interleave_supermerges(classic, collector, opts, report)
+    t1 = time.perf_counter()
+    tok = interleave_supermerges(classic, collector, opts, report)
+    if report is not None:
+        report.update(seconds_boundless_units=t1 - t0,
+                      seconds_boundless_supermerges=time.perf_counter() - t1)
+    return tok
 
 
 def file_batches(files, column, pattern, on_bad_input, chunk_bytes, max_invalid_utf8,

@@ -161,36 +161,90 @@ def word_tokens(store, woff, n_words, rank_keys, rank_vals):
     token = np.full(n_words, -1, dtype=np.int32)
     ready = np.zeros(n_words, dtype=np.int64)
     seq = np.empty(64, dtype=np.int64)
+    rank = np.empty(64, dtype=np.int64)  # rank[i]: packed (rank, id) of (seq[i], seq[i+1])
     for w in range(n_words):
         n = woff[w + 1] - woff[w]
         if seq.shape[0] < n:
             seq = np.empty(2 * n, dtype=np.int64)
+            rank = np.empty(2 * n, dtype=np.int64)
         for k in range(n):
             seq[k] = store[woff[w] + k]
+        for i in range(n - 1):
+            rank[i] = _rank_of(rank_keys, rank_vals, seq[i], seq[i + 1])
         top = np.int64(-1)
         while n > 1:
-            best = np.int64(-1)
+            # The lowest rank, leftmost (each pair looked up once, its neighbours again
+            # after a merge: about 3 look-ups per byte, not one per pair per merge).
             best_i = -1
             for i in range(n - 1):
-                v = -1
-                slot = table_slot(rank_keys, pair_key(seq[i], seq[i + 1]))
-                if rank_keys[slot] != EMPTY:
-                    v = rank_vals[slot]
-                if v >= 0 and (best < 0 or (v >> 32) < (best >> 32)):
-                    best = v
+                if rank[i] >= 0 and (best_i < 0 or (rank[i] >> 32) < (rank[best_i] >> 32)):
                     best_i = i
-            if best < 0:
+            if best_i < 0:
                 break
+            best = rank[best_i]
             seq[best_i] = best & 0xFFFFFFFF
             for k in range(best_i + 1, n - 1):
                 seq[k] = seq[k + 1]
+                rank[k] = rank[k + 1]
             n -= 1
+            if best_i > 0:
+                rank[best_i - 1] = _rank_of(rank_keys, rank_vals, seq[best_i - 1], seq[best_i])
+            if best_i < n - 1:
+                rank[best_i] = _rank_of(rank_keys, rank_vals, seq[best_i], seq[best_i + 1])
             if (best >> 32) > top:
                 top = best >> 32
         if n == 1:
             token[w] = seq[0]
             ready[w] = top + 1
     return token, ready
+
+
+@njit(cache=True, nogil=True)
+def _rank_of(rank_keys, rank_vals, a, b):
+    """``(rank << 32) | id`` of the merge of ``(a, b)``, or -1."""
+    slot = table_slot(rank_keys, pair_key(a, b))
+    if rank_keys[slot] == EMPTY:
+        return np.int64(-1)
+    return rank_vals[slot]
+
+
+@njit(cache=True, nogil=True)
+def final_merges(kind, which, c_merges, c_ids, left_token, right_token, n_classic):
+    """The merges in final ids: tokens are numbered in the order the steps make them.
+
+    Parameters
+    ----------
+    kind, which : ``interleave``'s steps (uint8[n], int64[n]).
+    c_merges : int32[m, 2], c_ids : int64[m]
+        Classic training's merges and the ids they made (classic ids).
+    left_token, right_token : int32[n_pairs]
+        Each unit pair's two tokens (classic ids).
+    n_classic : int
+        Number of classic regular ids.
+
+    Returns
+    -------
+    merges : int32[n, 2]
+    """
+    final = np.full(n_classic, -1, dtype=np.int64)
+    for i in range(256):
+        final[i] = i
+    next_id = 256
+    n = kind.shape[0]
+    merges = np.empty((n, 2), dtype=np.int32)
+    for s in range(n):
+        w = which[s]
+        if kind[s] == STEP_SUPER:
+            merges[s, 0] = final[left_token[w]]
+            merges[s, 1] = final[right_token[w]]
+            next_id += 1
+            continue
+        merges[s, 0] = final[c_merges[w, 0]]
+        merges[s, 1] = final[c_merges[w, 1]]
+        if final[c_ids[w]] < 0:
+            final[c_ids[w]] = next_id
+            next_id += 1
+    return merges
 
 
 @njit(cache=True, nogil=True)
