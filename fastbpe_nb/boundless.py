@@ -65,7 +65,8 @@ def check_options(opts, texts=None) -> None:
 # --------------------------------------------------------------------------- the unit pass
 
 class UnitCollector:
-    """The corpus as units (``kernels.boundless.intern_units``), batch by batch."""
+    """The corpus as units (``kernels.boundless.intern_units``), batch by batch: the word
+    table of classic training and the pre-token sequence of the supermerges, one pass."""
 
     def __init__(self, pattern, special_tokens, num_threads=None):
         from .counting import WordCounter
@@ -78,14 +79,21 @@ class UnitCollector:
         self.store = np.empty(1 << 16, dtype=np.uint8)
         self.store_len = 0
         self.woff = np.zeros(1 << 12, dtype=np.int64)
+        self.is_word = np.zeros(1 << 12, dtype=np.uint8)
         self.n_words = 0
+        self.n_documents = 0
+        self.n_bytes = 0
+        self.counts = np.zeros(0, dtype=np.int64)
         self.parts = []
 
     def add_texts(self, texts) -> None:
         from .text import clean_text
 
         encoded = []
-        for text in texts:
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"document {self.n_documents + index}: expected str, "
+                                f"got {type(text).__name__}")
             try:
                 encoded.append(text.encode("utf-8"))
             except UnicodeEncodeError:  # as counting does: lone surrogates replaced
@@ -101,17 +109,25 @@ class UnitCollector:
 
         data = np.ascontiguousarray(data, dtype=np.uint8)
         doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
+        self.n_documents += len(doc_offsets) - 1
+        self.n_bytes += int(doc_offsets[-1] - doc_offsets[0]) if len(doc_offsets) else 0
         if self._cutter.matcher:
             data, doc_offsets = self._cutter._cut_special_tokens(data, doc_offsets)
         pieces, doc_pieces = pretokenize.piece_offsets(
             data, doc_offsets, self.pattern, self.num_threads or default_threads())
         stage1, stage2 = class_table()
-        units, self.slots, self.store, self.store_len, self.woff, self.n_words = call_kernel(
-            intern_units, data, pieces, doc_pieces, stage1, stage2, self.slots, self.store,
-            self.store_len, self.woff, self.n_words)
+        (units, self.slots, self.store, self.store_len, self.woff, self.is_word,
+         self.n_words) = call_kernel(intern_units, data, pieces, doc_pieces, stage1, stage2,
+                                     self.slots, self.store, self.store_len, self.woff,
+                                     self.is_word, self.n_words)
         if len(units) == 0:  # (no document left: only special tokens)
             return
-        # Only word units and the first -1 after them matter: runs of -1 shrink to one.
+        batch_counts = np.bincount(units[units >= 0], minlength=self.n_words)
+        batch_counts[:len(self.counts)] += self.counts
+        self.counts = batch_counts
+        # Supermerges see word pre-tokens only; the others cut the runs (-1), and runs of
+        # -1 shrink to one.
+        units = np.where(self.is_word[np.maximum(units, 0)] == 1, units, -1).astype(np.int32)
         prev = np.empty_like(units)
         prev[0] = -1
         prev[1:] = units[:-1]
@@ -124,9 +140,17 @@ class UnitCollector:
     def words(self) -> tuple[np.ndarray, np.ndarray]:
         return self.store[:self.store_len], self.woff[:self.n_words + 1]
 
+    def table(self):
+        """``(word_bytes uint8, offsets int64, counts int64)``: the word table of classic
+        training (``WordCounter.table``'s, words in order of first occurrence)."""
+        word_bytes, offsets = self.words()
+        return word_bytes.copy(), offsets.copy(), self.counts.astype(np.int64)
+
 
 def collect_texts(texts, pattern, special_tokens, num_threads=None) -> UnitCollector:
     """The unit pass over in-memory documents (str, or pyarrow string arrays)."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be an iterable of documents (a list of str), not one str")
     collector = UnitCollector(pattern, special_tokens, num_threads)
     module = type(texts).__module__ or ""
     if module.startswith("pyarrow"):
@@ -160,6 +184,9 @@ def interleave_supermerges(classic, collector, opts, report=None):
     from .merge_loop import UNLIMITED
     from .parallel import call_kernel
 
+    import time
+
+    t0 = time.perf_counter()
     n_special = len(opts.special_tokens)
     c_merges = np.asarray(classic.merges, np.int32)
     c_ids = np.asarray(classic.merge_ids, np.int64)
@@ -202,7 +229,8 @@ def interleave_supermerges(classic, collector, opts, report=None):
         report.update({"boundless_supermerges": int(superword.sum()),
                        "boundless_word_pairs": int(len(count)),
                        "boundless_units": int(len(units)), "merges": int(len(merges)),
-                       "vocab_size": tok.vocab_size})
+                       "vocab_size": tok.vocab_size,
+                       "seconds_supermerges": time.perf_counter() - t0})
     return tok
 
 
@@ -224,20 +252,6 @@ def pair_tie(tie_break, token, left, right, store, woff) -> np.ndarray:
         r[small] = hf[r[small]]
     r = np.maximum(r, 0)
     return (r[left] << 32) | r[right]
-
-
-def train_texts(classic, texts, opts, report=None):
-    """``train(..., boundless=True)`` after classic training on ``texts``."""
-    import time
-
-    t0 = time.perf_counter()
-    collector = collect_texts(texts, opts.pattern, opts.special_tokens, opts.num_threads)
-    t1 = time.perf_counter()
-    tok = interleave_supermerges(classic, collector, opts, report)
-    if report is not None:
-        report.update(seconds_boundless_units=t1 - t0,
-                      seconds_boundless_supermerges=time.perf_counter() - t1)
-    return tok
 
 
 def file_batches(files, column, pattern, on_bad_input, chunk_bytes, max_invalid_utf8,
@@ -369,10 +383,11 @@ class BoundlessModel(MergeModel):
         self.superword.setflags(write=False)
         self.pattern = pattern
         tokens = self.token_bytes
+        words = {t: word_token(tokens[t]) for t in np.unique(self.merges[superword]).tolist()}
         for k in np.flatnonzero(superword).tolist():
             a, b = (int(x) for x in self.merges[k])
             for side, t in (("left", a), ("right", b)):
-                if not word_token(tokens[t]):
+                if not words[t]:
                     raise ModelFormatError(
                         f"supermerge {k} ({a}, {b}): its {side} token {tokens[t]!r:.40} is not "
                         "a word pre-token (an optional space and letters)", source,

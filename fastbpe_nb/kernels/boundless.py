@@ -5,7 +5,8 @@ merges never depend on supermerges (a supermerge rewrites no word), so the ordin
 stream is that of classic training, and these kernels interleave the supermerges into it:
 
 * ``intern_units``: each pre-token of a batch as a "unit": the index of its word among the
-  distinct ``BOUNDLESS_WORD`` pre-tokens (`` ?\\p{L}+``), or -1 for any other pre-token.
+  distinct pre-tokens (the word table of classic training comes from the same pass);
+  words that are not ``BOUNDLESS_WORD`` (`` ?\\p{L}+``) are then turned into -1.
 * ``word_tokens``: for each such word, the one token it encodes to with the ordinary merges
   (or -1) and how many ordinary merges training has done when it becomes that token.
 * ``pair_table``: the distinct pairs of adjacent units, their counts and positions.
@@ -64,8 +65,12 @@ def _is_word(data, start, end, stage1, stage2):
 
 @njit(cache=True, nogil=True)
 def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_len, woff,
-                 n_words):
-    """The units of a batch of pre-tokenized documents, interning the word-like pieces.
+                 is_word, n_words):
+    """The units of a batch of pre-tokenized documents: every piece interned as a word.
+
+    One pass gives both the word table of classic training (its words in order of first
+    occurrence; counts are the units' histogram) and the pre-token sequence supermerges
+    need, so BoundlessBPE does not count the corpus twice.
 
     Parameters
     ----------
@@ -81,14 +86,15 @@ def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_l
     store : uint8[store_cap]
         The words' bytes, concatenated; ``store_len`` bytes in use.
     woff : int64[words_cap + 1]
-        Word boundaries in ``store``; ``n_words`` words so far.
+        Word boundaries in ``store``.
+    is_word : uint8[words_cap]
+        1 for a word that is a ``BOUNDLESS_WORD`` (`` ?\\p{L}+``); ``n_words`` words so far.
 
     Returns
     -------
     units : int32[n_pieces + n_docs]
-        Per piece its word index or -1 (not word-like), and a -1 after every document
-        (documents never join).
-    slots, store, store_len, woff, n_words
+        Per piece its word index, and a -1 after every document (documents never join).
+    slots, store, store_len, woff, is_word, n_words
         The grown table (new words appended in order of first occurrence).
     """
     n_docs = doc_pieces.shape[0] - 1
@@ -98,10 +104,6 @@ def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_l
         for j in range(doc_pieces[d], doc_pieces[d + 1]):
             start = pieces[j]
             end = pieces[j + 1]
-            if not _is_word(data, start, end, stage1, stage2):
-                units[u] = -1
-                u += 1
-                continue
             n = end - start
             h = hash_units(data, start, end, HASH_SEED)
             mask = slots.shape[0] - 1
@@ -120,6 +122,8 @@ def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_l
                 store_len += n
                 woff = grow(woff, n_words + 2)
                 woff[n_words + 1] = store_len
+                is_word = grow(is_word, n_words + 1)
+                is_word[n_words] = 1 if _is_word(data, start, end, stage1, stage2) else 0
                 n_words += 1
                 slots[i] = w
                 if 2 * n_words > slots.shape[0]:  # keep the table at most half full
@@ -135,7 +139,7 @@ def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_l
             u += 1
         units[u] = -1
         u += 1
-    return units, slots, store, store_len, woff, n_words
+    return units, slots, store, store_len, woff, is_word, n_words
 
 
 @njit(cache=True, nogil=True)
@@ -269,12 +273,17 @@ def pair_table(units):
     """
     n = units.shape[0]
     pid = np.full(n, -1, dtype=np.int32)
-    cap = table_capacity(1024)
+    # Sized for the positions that hold a pair (an upper bound of the pairs): no rehash.
+    n_pos = 0
+    for q in range(n - 1):
+        if units[q] >= 0 and units[q + 1] >= 0:
+            n_pos += 1
+    cap = table_capacity(n_pos)
     keys = np.full(cap, EMPTY, dtype=np.int64)
     vals = np.zeros(cap, dtype=np.int64)
-    left = np.empty(1024, dtype=np.int32)
-    right = np.empty(1024, dtype=np.int32)
-    count = np.zeros(1024, dtype=np.int64)
+    left = np.empty(max(n_pos, 1), dtype=np.int32)
+    right = np.empty(max(n_pos, 1), dtype=np.int32)
+    count = np.zeros(max(n_pos, 1), dtype=np.int64)
     n_pairs = 0
     for q in range(n - 1):
         a = units[q]
@@ -286,27 +295,10 @@ def pair_table(units):
         if keys[i] == EMPTY:
             keys[i] = key
             vals[i] = n_pairs
-            left = grow(left, n_pairs + 1)
-            right = grow(right, n_pairs + 1)
-            if count.shape[0] < n_pairs + 1:
-                new_count = np.zeros(2 * count.shape[0], dtype=np.int64)
-                new_count[:n_pairs] = count[:n_pairs]
-                count = new_count
             left[n_pairs] = a
             right[n_pairs] = b
             p = n_pairs
             n_pairs += 1
-            if 2 * n_pairs > cap:
-                cap *= 2
-                new_keys = np.full(cap, EMPTY, dtype=np.int64)
-                new_vals = np.zeros(cap, dtype=np.int64)
-                for s in range(keys.shape[0]):
-                    if keys[s] != EMPTY:
-                        t = table_slot(new_keys, keys[s])
-                        new_keys[t] = keys[s]
-                        new_vals[t] = vals[s]
-                keys = new_keys
-                vals = new_vals
         else:
             p = vals[i]
         pid[q] = p
