@@ -65,35 +65,28 @@ def check_options(opts, texts=None) -> None:
 # --------------------------------------------------------------------------- the unit pass
 
 class UnitCollector:
-    """The corpus as units (``kernels.boundless.intern_units``), batch by batch: the word
-    table of classic training and the pre-token sequence of the supermerges, one pass."""
+    """The corpus as units (``kernels.boundless.lookup_units``), batch by batch: each
+    pre-token that is one of the ``use`` tokens of ``classic`` (word pre-tokens that
+    training makes single tokens) as that token's (classic) id, any other as -1."""
 
-    def __init__(self, pattern, special_tokens, num_threads=None):
+    def __init__(self, classic, use, pattern, special_tokens, num_threads=None):
         from .counting import WordCounter
+        from .kernels.boundless import token_slots
+        from .parallel import call_kernel
 
         self.pattern = pretokenize.resolve_pattern(pattern)
         # (the counter is only used for its special-token cutting, the same as counting's)
         self._cutter = WordCounter(self.pattern, special_tokens, num_threads)
         self.num_threads = num_threads
-        self.slots = np.full(1 << 16, -1, dtype=np.int64)
-        self.store = np.empty(1 << 16, dtype=np.uint8)
-        self.store_len = 0
-        self.woff = np.zeros(1 << 12, dtype=np.int64)
-        self.is_word = np.zeros(1 << 12, dtype=np.uint8)
-        self.n_words = 0
-        self.n_documents = 0
-        self.n_bytes = 0
-        self.counts = np.zeros(0, dtype=np.int64)
+        self.tok_off, self.tok_data = token_arrays(classic.model.token_bytes)
+        self.slots = call_kernel(token_slots, self.tok_off, self.tok_data, use)
         self.parts = []
 
     def add_texts(self, texts) -> None:
         from .text import clean_text
 
         encoded = []
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"document {self.n_documents + index}: expected str, "
-                                f"got {type(text).__name__}")
+        for text in texts:
             try:
                 encoded.append(text.encode("utf-8"))
             except UnicodeEncodeError:  # as counting does: lone surrogates replaced
@@ -103,31 +96,20 @@ class UnitCollector:
         self.add_batch(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
 
     def add_batch(self, data, doc_offsets) -> None:
-        from ._scanner import class_table
-        from .kernels.boundless import intern_units
+        from .kernels.boundless import lookup_units
         from .parallel import call_kernel, default_threads
 
         data = np.ascontiguousarray(data, dtype=np.uint8)
         doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
-        self.n_documents += len(doc_offsets) - 1
-        self.n_bytes += int(doc_offsets[-1] - doc_offsets[0]) if len(doc_offsets) else 0
         if self._cutter.matcher:
             data, doc_offsets = self._cutter._cut_special_tokens(data, doc_offsets)
         pieces, doc_pieces = pretokenize.piece_offsets(
             data, doc_offsets, self.pattern, self.num_threads or default_threads())
-        stage1, stage2 = class_table()
-        (units, self.slots, self.store, self.store_len, self.woff, self.is_word,
-         self.n_words) = call_kernel(intern_units, data, pieces, doc_pieces, stage1, stage2,
-                                     self.slots, self.store, self.store_len, self.woff,
-                                     self.is_word, self.n_words)
+        units = call_kernel(lookup_units, data, pieces, doc_pieces, self.slots, self.tok_off,
+                            self.tok_data)
         if len(units) == 0:  # (no document left: only special tokens)
             return
-        batch_counts = np.bincount(units[units >= 0], minlength=self.n_words)
-        batch_counts[:len(self.counts)] += self.counts
-        self.counts = batch_counts
-        # Supermerges see word pre-tokens only; the others cut the runs (-1), and runs of
-        # -1 shrink to one.
-        units = np.where(self.is_word[np.maximum(units, 0)] == 1, units, -1).astype(np.int32)
+        # Only units and the first -1 after them matter: runs of -1 shrink to one.
         prev = np.empty_like(units)
         prev[0] = -1
         prev[1:] = units[:-1]
@@ -137,21 +119,9 @@ class UnitCollector:
         units = np.concatenate(self.parts) if self.parts else np.zeros(0, np.int32)
         return np.concatenate([units, np.array([-1], np.int32)])
 
-    def words(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.store[:self.store_len], self.woff[:self.n_words + 1]
 
-    def table(self):
-        """``(word_bytes uint8, offsets int64, counts int64)``: the word table of classic
-        training (``WordCounter.table``'s, words in order of first occurrence)."""
-        word_bytes, offsets = self.words()
-        return word_bytes.copy(), offsets.copy(), self.counts.astype(np.int64)
-
-
-def collect_texts(texts, pattern, special_tokens, num_threads=None) -> UnitCollector:
+def collect_texts(collector, texts):
     """The unit pass over in-memory documents (str, or pyarrow string arrays)."""
-    if isinstance(texts, str):
-        raise TypeError("texts must be an iterable of documents (a list of str), not one str")
-    collector = UnitCollector(pattern, special_tokens, num_threads)
     module = type(texts).__module__ or ""
     if module.startswith("pyarrow"):
         from .io.arrow_text import string_chunks, text_buffers
@@ -175,36 +145,49 @@ def collect_texts(texts, pattern, special_tokens, num_threads=None) -> UnitColle
 
 # --------------------------------------------------------------------------- training
 
-def interleave_supermerges(classic, collector, opts, report=None):
-    """The BoundlessBPE tokenizer from ``classic`` (classic training with the whole budget
-    on the same corpus) and the corpus's units."""
-    from .kernels.boundless import (STEP_SUPER, final_merges, interleave, pair_table,
-                                    word_tokens)
+def word_units(classic):
+    """Which of ``classic``'s tokens a pre-token may be as a unit of a supermerge, and
+    when: ``(use uint8[n_tokens], ready int64[n_tokens])``. A token is used when its bytes
+    are a ``BOUNDLESS_WORD`` and a pre-token of those bytes becomes that one token with
+    the ordinary merges; ``ready`` counts the ordinary merges done by then (a word becomes
+    one token in training at the step its last merge is made)."""
+    from ._scanner import class_table
+    from .kernels.boundless import word_flags, word_tokens
     from .kernels.hashing import build_rank_table
-    from .merge_loop import UNLIMITED
     from .parallel import call_kernel
 
+    tok_off, tok_data = token_arrays(classic.model.token_bytes)
+    stage1, stage2 = class_table()
+    is_word = call_kernel(word_flags, tok_off, tok_data, stage1, stage2)
+    keys, vals = build_rank_table(np.asarray(classic.merges, np.int32),
+                                  np.asarray(classic.merge_ids, np.int32))
+    n = len(is_word)
+    token, ready = call_kernel(word_tokens, tok_data, tok_off, n, keys, vals)
+    use = (is_word == 1) & (token == np.arange(n))
+    return use.astype(np.uint8), ready
+
+
+def interleave_supermerges(classic, units, ready, opts, report=None):
+    """The BoundlessBPE tokenizer from ``classic`` (classic training with the whole budget
+    on the same corpus), the corpus's ``units`` and ``word_units``' ``ready``."""
     import time
+
+    from .kernels.boundless import STEP_SUPER, final_merges, interleave, pair_table
+    from .merge_loop import UNLIMITED
+    from .parallel import call_kernel
 
     t0 = time.perf_counter()
     n_special = len(opts.special_tokens)
     c_merges = np.asarray(classic.merges, np.int32)
     c_ids = np.asarray(classic.merge_ids, np.int64)
     c_counts = np.asarray(classic.merge_counts, np.int64)
-    store, woff = collector.words()
-    n_words = len(woff) - 1
-    keys, vals = build_rank_table(c_merges, c_ids.astype(np.int32))
-    token, ready = call_kernel(word_tokens, store, woff, n_words, keys, vals)
-    units = collector.units()
-    # A word that never becomes one token never joins: it only cuts the runs (fewer pairs).
-    if n_words:
-        units = np.where(token[units] >= 0, units, -1).astype(np.int32)
+    tokens = classic.model.token_bytes
     pid, left, right, count, occ_off, occ_pos = call_kernel(pair_table, units)
-    wlen = np.diff(woff)
+    tlen = np.fromiter(map(len, tokens), np.int64, len(tokens))
     max_units = UNLIMITED if opts.max_token_length is None else opts.max_token_length
-    ok = (token[left] >= 0) & (token[right] >= 0) & (wlen[left] + wlen[right] <= max_units)
+    ok = tlen[left] + tlen[right] <= max_units
     pair_ready = np.where(ok, np.maximum(ready[left], ready[right]), -1)
-    tie = pair_tie(opts.tie_break, token, left, right, store, woff)
+    tie = pair_tie(opts.tie_break, left, right, tokens)
     order = np.flatnonzero(pair_ready >= 0)
     order = order[np.argsort(pair_ready[order], kind="stable")].astype(np.int64)
     # A classic merge makes a new token unless its bytes exist (then the id is reused).
@@ -220,8 +203,7 @@ def interleave_supermerges(classic, collector, opts, report=None):
         max(1, int(opts.min_frequency)), count.copy(), pair_ready, tie, order, pid, occ_off,
         occ_pos, len(units))
     # Classic ids -> final ids: tokens are numbered in the order they are made.
-    merges = call_kernel(final_merges, kind, which, c_merges, c_ids, token[left],
-                         token[right], len(classic.model.token_bytes))
+    merges = call_kernel(final_merges, kind, which, c_merges, c_ids, left, right, len(tokens))
     superword = kind == STEP_SUPER
     tok = boundless_tokenizer(merges, superword, opts.pattern, opts.special_tokens,
                               tie_break=opts.tie_break, merge_counts=step_count)
@@ -234,24 +216,35 @@ def interleave_supermerges(classic, collector, opts, report=None):
     return tok
 
 
-def pair_tie(tie_break, token, left, right, store, woff) -> np.ndarray:
+def pair_tie(tie_break, left, right, tokens) -> np.ndarray:
     """int64 tie key of each unit pair (smaller first), as ``reference.train_boundless``
-    orders supermerges of equal count."""
+    orders supermerges of equal count; ``left``/``right`` are classic token ids."""
     if tie_break == "first":  # pairs are numbered in order of first occurrence
         return np.arange(len(left), dtype=np.int64)
-    if tie_break == "bytes":  # (left bytes, right bytes): the words' order by bytes
-        words = [store[woff[w]:woff[w + 1]].tobytes() for w in range(len(woff) - 1)]
-        rank = np.empty(len(words), dtype=np.int64)
-        rank[sorted(range(len(words)), key=words.__getitem__)] = np.arange(len(words))
+    if tie_break == "bytes":  # (left bytes, right bytes): the tokens' order by bytes
+        used = np.unique(np.concatenate([left, right]))
+        rank = np.zeros(len(tokens), dtype=np.int64)
+        rank[used[sorted(range(len(used)), key=lambda i: tokens[used[i]])]] = np.arange(len(used))
         return (rank[left] << 32) | rank[right]
     # Classic ids keep the final ids' order (tokens are numbered as they are made).
-    r = token.astype(np.int64)
+    r = np.arange(len(tokens), dtype=np.int64)
     if tie_break == "hf":
-        hf = np.asarray(hf_byte_ranks(), np.int64)
-        small = (r >= 0) & (r < 256)
-        r[small] = hf[r[small]]
-    r = np.maximum(r, 0)
+        r[:256] = hf_byte_ranks()
     return (r[left] << 32) | r[right]
+
+
+def train_texts(classic, texts, opts, report=None):
+    """``train(..., boundless=True)`` after classic training on ``texts``."""
+    import time
+
+    t0 = time.perf_counter()
+    use, ready = word_units(classic)
+    collector = UnitCollector(classic, use, opts.pattern, opts.special_tokens,
+                              opts.num_threads)
+    units = collect_texts(collector, texts).units()
+    if report is not None:
+        report["seconds_boundless_units"] = time.perf_counter() - t0
+    return interleave_supermerges(classic, units, ready, opts, report)
 
 
 def file_batches(files, column, pattern, on_bad_input, chunk_bytes, max_invalid_utf8,
@@ -276,10 +269,12 @@ def file_batches(files, column, pattern, on_bad_input, chunk_bytes, max_invalid_
 
 def train_files(classic, batches, opts, report=None):
     """``train_files(..., boundless=True)``: ``batches`` yields ``(data, doc_offsets)``."""
-    collector = UnitCollector(opts.pattern, opts.special_tokens, opts.num_threads)
+    use, ready = word_units(classic)
+    collector = UnitCollector(classic, use, opts.pattern, opts.special_tokens,
+                              opts.num_threads)
     for data, doc_offsets in batches:
         collector.add_batch(data, doc_offsets)
-    return interleave_supermerges(classic, collector, opts, report)
+    return interleave_supermerges(classic, collector.units(), ready, opts, report)
 
 
 # --------------------------------------------------------------------------- the model

@@ -295,10 +295,11 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
 
         stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
         texts, opts = stage2.reusable(texts), stage2.stage1_options()
-    if boundless:  # classic training first, then the supermerges (its own counting pass)
+    if boundless:  # classic training first, then the supermerges on a second pass
         from . import boundless as boundless_bpe
 
         boundless_bpe.check_options(opts, texts)
+        texts = list(texts) if iter(texts) is texts else texts
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
     # Documents that hold no pre-token (``[""]``, only special tokens) train what the
@@ -307,15 +308,6 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         if not texts:
             raise TrainingError("nothing to learn: the {word: count} dict is empty")
         symbols, offsets, counts, alphabet = word_table(texts, opts.base, opts.end_of_word)
-    elif boundless:  # one pass gives the word table and the pre-token sequence
-        collector = boundless_bpe.collect_texts(texts, opts.pattern, opts.special_tokens,
-                                                opts.num_threads)
-        require_documents(collector.n_documents)
-        word_bytes, offsets, counts = collector.table()
-        symbols = word_bytes.astype(np.int32)
-        alphabet = None
-        report["documents"] = collector.n_documents
-        report["bytes_read"] = collector.n_bytes
     elif opts.base == "chars":
         docs = _Counted(texts)
         words = count_words(docs, opts.pattern, opts.special_tokens, keep_gaps=False)
@@ -334,7 +326,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     if stage2 is not None:
         tok = stage2.finish_texts(tok, texts, report)
     if boundless:
-        tok = boundless_bpe.interleave_supermerges(tok, collector, opts, report)
+        tok = boundless_bpe.train_texts(tok, texts, opts, report)
     tok = _given_roles(tok, roles)
     if trace:
         from .inspect import print_trace

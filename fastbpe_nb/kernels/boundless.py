@@ -4,11 +4,11 @@ Training (``fastbpe_nb.boundless``) runs classic BPE on the word table as usual;
 merges never depend on supermerges (a supermerge rewrites no word), so the ordinary merge
 stream is that of classic training, and these kernels interleave the supermerges into it:
 
-* ``intern_units``: each pre-token of a batch as a "unit": the index of its word among the
-  distinct pre-tokens (the word table of classic training comes from the same pass);
-  words that are not ``BOUNDLESS_WORD`` (`` ?\\p{L}+``) are then turned into -1.
-* ``word_tokens``: for each such word, the one token it encodes to with the ordinary merges
-  (or -1) and how many ordinary merges training has done when it becomes that token.
+* ``word_tokens``: for each token of classic training that is a ``BOUNDLESS_WORD``
+  (`` ?\\p{L}+``, ``word_flags``), whether a pre-token of its bytes becomes that one token
+  with the ordinary merges, and after how many of them.
+* ``lookup_units``: each pre-token of the corpus as a "unit": that token, or -1 (any other
+  pre-token: it never joins, it cuts the runs of units).
 * ``pair_table``: the distinct pairs of adjacent units, their counts and positions.
 * ``interleave``: the merge loop: the next ordinary merge or the best supermerge,
   whichever has the higher count, with a lazy max-heap of supermerges whose counts only
@@ -64,13 +64,57 @@ def _is_word(data, start, end, stage1, stage2):
 
 
 @njit(cache=True, nogil=True)
-def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_len, woff,
-                 is_word, n_words):
-    """The units of a batch of pre-tokenized documents: every piece interned as a word.
+def word_flags(tok_off, tok_data, stage1, stage2):
+    """``uint8[n_tokens]``: 1 for a token whose bytes are a ``BOUNDLESS_WORD``.
 
-    One pass gives both the word table of classic training (its words in order of first
-    occurrence; counts are the units' histogram) and the pre-token sequence supermerges
-    need, so BoundlessBPE does not count the corpus twice.
+    Parameters
+    ----------
+    tok_off : int64[n_tokens + 1], tok_data : uint8[*]
+        The tokens' bytes.
+    stage1, stage2 : the scanner's code-point class table (``_scanner.class_table``).
+    """
+    n = tok_off.shape[0] - 1
+    out = np.zeros(n, dtype=np.uint8)
+    for t in range(n):
+        if _is_word(tok_data, tok_off[t], tok_off[t + 1], stage1, stage2):
+            out[t] = 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def token_slots(tok_off, tok_data, use):
+    """A hash table of the tokens with ``use[t] == 1``, by their bytes.
+
+    Parameters
+    ----------
+    tok_off : int64[n_tokens + 1], tok_data : uint8[*]
+        The tokens' bytes (unique).
+    use : uint8[n_tokens]
+
+    Returns
+    -------
+    slots : int64[cap]
+        Token ids (``EMPTY`` in free slots), found with ``hash_slot(hash_units(bytes))``.
+    """
+    n_use = 0
+    for t in range(use.shape[0]):
+        n_use += use[t]
+    slots = np.full(table_capacity(n_use), EMPTY, dtype=np.int64)
+    mask = slots.shape[0] - 1
+    for t in range(use.shape[0]):
+        if use[t]:
+            i = hash_slot(hash_units(tok_data, tok_off[t], tok_off[t + 1], HASH_SEED)) & mask
+            while slots[i] != EMPTY:
+                i = (i + 1) & mask
+            slots[i] = t
+    return slots
+
+
+@njit(cache=True, nogil=True)
+def lookup_units(data, pieces, doc_pieces, slots, tok_off, tok_data):
+    """The units of a batch of pre-tokenized documents: each piece's token, when the piece
+    is one of the tokens in ``slots`` (a word pre-token that training makes one token),
+    else -1; and a -1 after every document (documents never join).
 
     Parameters
     ----------
@@ -80,66 +124,36 @@ def intern_units(data, pieces, doc_pieces, stage1, stage2, slots, store, store_l
         Piece boundaries in ``data`` (``pretokenize.piece_offsets``).
     doc_pieces : int64[n_docs + 1]
         Index of each document's first piece.
-    stage1, stage2 : the scanner's code-point class table (``_scanner.class_table``).
-    slots : int64[cap]
-        Hash slots holding word indices (``EMPTY`` when free), cap a power of two.
-    store : uint8[store_cap]
-        The words' bytes, concatenated; ``store_len`` bytes in use.
-    woff : int64[words_cap + 1]
-        Word boundaries in ``store``.
-    is_word : uint8[words_cap]
-        1 for a word that is a ``BOUNDLESS_WORD`` (`` ?\\p{L}+``); ``n_words`` words so far.
+    slots : int64[cap], tok_off : int64[n_tokens + 1], tok_data : uint8[*]
+        ``token_slots``' table and the tokens' bytes.
 
     Returns
     -------
     units : int32[n_pieces + n_docs]
-        Per piece its word index, and a -1 after every document (documents never join).
-    slots, store, store_len, woff, is_word, n_words
-        The grown table (new words appended in order of first occurrence).
+        Piece ``j`` of document ``d`` at ``j + d``; the separator after it at
+        ``doc_pieces[d + 1] + d``.
     """
     n_docs = doc_pieces.shape[0] - 1
     units = np.empty(pieces.shape[0] - 1 + n_docs, dtype=np.int32)
-    u = 0
+    mask = slots.shape[0] - 1
     for d in range(n_docs):
         for j in range(doc_pieces[d], doc_pieces[d + 1]):
             start = pieces[j]
-            end = pieces[j + 1]
-            n = end - start
-            h = hash_units(data, start, end, HASH_SEED)
-            mask = slots.shape[0] - 1
-            i = hash_slot(h) & mask
+            n = pieces[j + 1] - start
+            i = hash_slot(hash_units(data, start, start + n, HASH_SEED)) & mask
+            found = -1
             while True:
-                w = slots[i]
-                if w == EMPTY:
+                t = slots[i]
+                if t == EMPTY:
                     break
-                if woff[w + 1] - woff[w] == n and same_units(store, woff[w], data, start, n):
+                if tok_off[t + 1] - tok_off[t] == n and same_units(tok_data, tok_off[t], data,
+                                                                   start, n):
+                    found = t
                     break
                 i = (i + 1) & mask
-            if w == EMPTY:
-                w = n_words
-                store = grow(store, store_len + n)
-                store[store_len:store_len + n] = data[start:end]
-                store_len += n
-                woff = grow(woff, n_words + 2)
-                woff[n_words + 1] = store_len
-                is_word = grow(is_word, n_words + 1)
-                is_word[n_words] = 1 if _is_word(data, start, end, stage1, stage2) else 0
-                n_words += 1
-                slots[i] = w
-                if 2 * n_words > slots.shape[0]:  # keep the table at most half full
-                    new_slots = np.full(2 * slots.shape[0], EMPTY, dtype=np.int64)
-                    new_mask = new_slots.shape[0] - 1
-                    for v in range(n_words):
-                        k = hash_slot(hash_units(store, woff[v], woff[v + 1], HASH_SEED)) & new_mask
-                        while new_slots[k] != EMPTY:
-                            k = (k + 1) & new_mask
-                        new_slots[k] = v
-                    slots = new_slots
-            units[u] = w
-            u += 1
-        units[u] = -1
-        u += 1
-    return units, slots, store, store_len, woff, is_word, n_words
+            units[j + d] = found
+        units[doc_pieces[d + 1] + d] = -1
+    return units
 
 
 @njit(cache=True, nogil=True)
@@ -258,7 +272,7 @@ def pair_table(units):
     Parameters
     ----------
     units : int32[n]
-        Word indices, -1 between runs (``intern_units``' output, joined over batches).
+        Unit tokens, -1 between runs (``lookup_units``' output, joined over batches).
 
     Returns
     -------
