@@ -105,8 +105,21 @@ class UnitCollector:
             data, doc_offsets = self._cutter._cut_special_tokens(data, doc_offsets)
         pieces, doc_pieces = pretokenize.piece_offsets(
             data, doc_offsets, self.pattern, self.num_threads or default_threads())
-        units = call_kernel(lookup_units, data, pieces, doc_pieces, self.slots, self.tok_off,
-                            self.tok_data)
+        self.add_pieces(data, pieces, doc_pieces)
+
+    def add_pieces(self, data, pieces, doc_pieces) -> None:
+        """A batch pre-tokenized already (special tokens cut out)."""
+        from .kernels.boundless import lookup_units, lookup_units_parallel
+        from .parallel import call_kernel, default_threads, run_parallel
+
+        args = (data, pieces, doc_pieces, self.slots, self.tok_off, self.tok_data)
+        n_threads = self.num_threads or default_threads()
+        n_docs = len(doc_pieces) - 1
+        if n_threads > 1 and n_docs > 1 and len(pieces) > 1 << 16:
+            units = run_parallel(lookup_units_parallel, n_threads, *args,
+                                 min(n_docs, 4 * n_threads), serial=(lookup_units, args))
+        else:
+            units = call_kernel(lookup_units, *args)
         if len(units) == 0:  # (no document left: only special tokens)
             return
         # Only units and the first -1 after them matter: runs of -1 shrink to one.
@@ -118,6 +131,39 @@ class UnitCollector:
     def units(self) -> np.ndarray:
         units = np.concatenate(self.parts) if self.parts else np.zeros(0, np.int32)
         return np.concatenate([units, np.array([-1], np.int32)])
+
+
+def count_texts(texts, opts):
+    """``word_table.count_corpus`` for ``train(..., boundless=True)``: the same word table,
+    and each batch's bytes and pre-tokens kept (``counter.kept``) for the unit pass, so the
+    corpus is pre-tokenized once."""
+    from .counting import WordCounter
+
+    class KeepingCounter(WordCounter):
+        def add_batch(self, data, doc_offsets) -> None:
+            from .parallel import default_threads
+
+            data = np.ascontiguousarray(data, dtype=np.uint8)
+            doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
+            if len(doc_offsets) == 0 or doc_offsets[0] < 0 or doc_offsets[-1] > len(data) or (
+                    np.diff(doc_offsets) < 0).any():
+                raise ValueError("doc_offsets must be non-decreasing offsets within data")
+            self.n_documents += len(doc_offsets) - 1
+            self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
+            if self.matcher:
+                data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
+            pieces, doc_pieces = pretokenize.piece_offsets(
+                data, doc_offsets, self.pattern, self.num_threads or default_threads())
+            # Counting the pieces gives what the fused scan-and-count kernel gives (the
+            # path of every regex pattern); the pieces are kept for the supermerges.
+            self._add_pieces(data, pieces)
+            self.kept.append((data, pieces, doc_pieces))
+
+    if isinstance(texts, str):
+        raise TypeError("texts must be an iterable of documents (a list of str), not one str")
+    counter = KeepingCounter(opts.pattern, opts.special_tokens, opts.num_threads)
+    counter.kept = []
+    return collect_texts(counter, texts)
 
 
 def collect_texts(collector, texts):
@@ -233,15 +279,18 @@ def pair_tie(tie_break, left, right, tokens) -> np.ndarray:
     return (r[left] << 32) | r[right]
 
 
-def train_texts(classic, texts, opts, report=None):
-    """``train(..., boundless=True)`` after classic training on ``texts``."""
+def train_texts(classic, kept, opts, report=None):
+    """``train(..., boundless=True)`` after classic training on the batches ``kept`` by
+    ``count_texts``' counter (each ``(data, pieces, doc_pieces)``)."""
     import time
 
     t0 = time.perf_counter()
     use, ready = word_units(classic)
     collector = UnitCollector(classic, use, opts.pattern, opts.special_tokens,
                               opts.num_threads)
-    units = collect_texts(collector, texts).units()
+    for data, pieces, doc_pieces in kept:
+        collector.add_pieces(data, pieces, doc_pieces)
+    units = collector.units()
     if report is not None:
         report["seconds_boundless_units"] = time.perf_counter() - t0
     return interleave_supermerges(classic, units, ready, opts, report)

@@ -295,11 +295,10 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
 
         stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
         texts, opts = stage2.reusable(texts), stage2.stage1_options()
-    if boundless:  # classic training first, then the supermerges on a second pass
+    if boundless:  # classic training (counting keeps the pre-tokens), then supermerges
         from . import boundless as boundless_bpe
 
         boundless_bpe.check_options(opts, texts)
-        texts = list(texts) if iter(texts) is texts else texts
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
     # Documents that hold no pre-token (``[""]``, only special tokens) train what the
@@ -314,7 +313,10 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         require_documents(docs.n)
         symbols, offsets, counts, alphabet = word_table(words, opts.base, opts.end_of_word)
     else:
-        counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
+        if boundless:  # (its counter keeps the pre-tokens for the supermerges)
+            counter = boundless_bpe.count_texts(texts, opts)
+        else:
+            counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
         require_documents(counter.n_documents)
         word_bytes, offsets, counts = counter.table()
         symbols = word_bytes.astype(np.int32)
@@ -326,7 +328,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     if stage2 is not None:
         tok = stage2.finish_texts(tok, texts, report)
     if boundless:
-        tok = boundless_bpe.train_texts(tok, texts, opts, report)
+        tok = boundless_bpe.train_texts(tok, counter.kept, opts, report)
     tok = _given_roles(tok, roles)
     if trace:
         from .inspect import print_trace

@@ -22,7 +22,7 @@ supermerge rank after the ordinary encoder ran.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved_get,
                       pair_key, same_units, table_capacity, table_slot)
@@ -135,25 +135,47 @@ def lookup_units(data, pieces, doc_pieces, slots, tok_off, tok_data):
     """
     n_docs = doc_pieces.shape[0] - 1
     units = np.empty(pieces.shape[0] - 1 + n_docs, dtype=np.int32)
+    _lookup_docs(data, pieces, doc_pieces, slots, tok_off, tok_data, units, 0, n_docs)
+    return units
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def lookup_units_parallel(data, pieces, doc_pieces, slots, tok_off, tok_data, n_blocks):
+    """``lookup_units`` with the documents cut into ``n_blocks`` blocks looked up in
+    parallel (each block writes only its own documents' slots of ``units``)."""
+    n_docs = doc_pieces.shape[0] - 1
+    units = np.empty(pieces.shape[0] - 1 + n_docs, dtype=np.int32)
+    for b in prange(n_blocks):
+        _lookup_docs(data, pieces, doc_pieces, slots, tok_off, tok_data, units,
+                     b * n_docs // n_blocks, (b + 1) * n_docs // n_blocks)
+    return units
+
+
+@njit(cache=True, nogil=True)
+def _lookup_docs(data, pieces, doc_pieces, slots, tok_off, tok_data, units, d0, d1):
+    """``lookup_units`` for documents ``d0 .. d1 - 1`` (writes their slots of ``units``)."""
     mask = slots.shape[0] - 1
-    for d in range(n_docs):
+    for d in range(d0, d1):
         for j in range(doc_pieces[d], doc_pieces[d + 1]):
             start = pieces[j]
             n = pieces[j + 1] - start
-            i = hash_slot(hash_units(data, start, start + n, HASH_SEED)) & mask
             found = -1
-            while True:
-                t = slots[i]
-                if t == EMPTY:
-                    break
-                if tok_off[t + 1] - tok_off[t] == n and same_units(tok_data, tok_off[t], data,
-                                                                   start, n):
-                    found = t
-                    break
-                i = (i + 1) & mask
+            # A word pre-token starts with a space, an ASCII letter or a lead byte (a
+            # shortcut only: the table holds word tokens alone).
+            b0 = data[start]
+            if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
+                i = hash_slot(hash_units(data, start, start + n, HASH_SEED)) & mask
+                while True:
+                    t = slots[i]
+                    if t == EMPTY:
+                        break
+                    if tok_off[t + 1] - tok_off[t] == n and same_units(tok_data, tok_off[t],
+                                                                       data, start, n):
+                        found = t
+                        break
+                    i = (i + 1) & mask
             units[j + d] = found
         units[doc_pieces[d + 1] + d] = -1
-    return units
 
 
 @njit(cache=True, nogil=True)
