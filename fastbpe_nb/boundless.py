@@ -14,11 +14,7 @@ supermerge candidates are the distinct pairs of adjacent word pre-tokens, counte
 pair becomes a candidate when the classic stream has made both words single tokens
 (``word_tokens``), and its count only falls as neighbouring pairs join.
 
-Why only the ``gpt2`` and ``cl100k`` patterns: with them a superword (word, then a space
-and letters) can never be a token made inside one pre-token, nor can its two tokens meet
-inside one, so the ordinary encoder may keep the supermerges in its rank table (they never
-fire there) and ids are never shared between the two kinds. Other patterns do not promise
-that (o200k splits ``fooBar`` into two word pre-tokens), so they are refused.
+Only the ``gpt2`` and ``cl100k`` patterns are allowed (``boundless_model`` says why).
 """
 
 from __future__ import annotations
@@ -27,23 +23,22 @@ import numpy as np
 
 from . import pretokenize
 from .byte_level import hf_byte_ranks
+from .boundless_model import (BoundlessModel, check_boundless_pattern, parse_superword,
+                              refuse_export)
 from .errors import ModelFormatError, TrainingError
-from .model import MergeModel, token_arrays
+from .model import token_arrays
 
-#: The pre-tokenization patterns BoundlessBPE trains and encodes with (see the docstring).
-BOUNDLESS_PATTERNS = ("gpt2", "cl100k")
 #: Bytes of text per batch of the unit pass (pieces and units are per-piece arrays).
 BATCH_BYTES = 16 << 20
 
 
-def check_boundless_pattern(pattern, where: str = "boundless=True"):
-    """The resolved pattern, or TrainingError when BoundlessBPE cannot use it."""
-    resolved = pretokenize.resolve_pattern("gpt2" if pattern == "default" else pattern)
-    allowed = {pretokenize.resolve_pattern(p): p for p in BOUNDLESS_PATTERNS}
-    if resolved not in allowed:
-        raise TrainingError(f"{where} needs pattern 'gpt2' or 'cl100k', not {pattern!r}: with "
-                            "other patterns a superword could also be an ordinary token")
-    return resolved
+def check_flag(verb, boundless, transition, whitespace=None) -> None:
+    """``boundless=`` of ``train`` / ``train_files``: a bool, not with other variants."""
+    if not isinstance(boundless, bool):
+        raise TypeError(f"{verb}(): boundless must be True or False, not {boundless!r}")
+    if boundless and (transition is not None or whitespace is not None):
+        raise TypeError(f"{verb}(): boundless=True is a variant of byte-level BPE of its own: "
+                        "not with superbpe_transition or whitespace")
 
 
 def check_options(opts, texts=None) -> None:
@@ -346,34 +341,6 @@ def boundless_tokenizer(merges, superword, pattern, special_tokens=(), *, tie_br
     return tok
 
 
-def parse_superword(doc: dict, n_merges: int, source=None) -> np.ndarray:
-    """The model file's ``"superword"`` entry (the ranks of the supermerges, ascending) as
-    ``bool[n_merges]``; ModelFormatError naming the entry and the reason otherwise."""
-    ranks = doc["superword"]
-    if not isinstance(ranks, list) or any(
-            isinstance(k, bool) or not isinstance(k, int) for k in ranks):
-        raise ModelFormatError("superword must be a list of merge ranks (integers)", source,
-                               "superword")
-    for i, k in enumerate(ranks):
-        if not 0 <= k < n_merges:
-            raise ModelFormatError(f"rank {k} is not one of the {n_merges} merges", source,
-                                   f"superword[{i}]")
-        if i and k <= ranks[i - 1]:
-            raise ModelFormatError(f"rank {k} after {ranks[i - 1]}: the ranks must rise",
-                                   source, f"superword[{i}]")
-    for key, ok in (("base", doc.get("base") == "bytes"),
-                    ("merge_mode", doc.get("merge_mode", "pairs") == "pairs"),
-                    ("normalization", doc.get("normalization") is None),
-                    ("byte_order", doc.get("byte_order") is None)):
-        if not ok:
-            raise ModelFormatError(f"a BoundlessBPE model (superword) needs {key} "
-                                   f"{'bytes' if key == 'base' else 'pairs' if key == 'merge_mode' else 'null'}",
-                                   source, key)
-    flags = np.zeros(n_merges, dtype=bool)
-    flags[ranks] = True
-    return flags
-
-
 def tokenizer_from_spec(spec: dict):
     """The BoundlessBPE Tokenizer of a parsed model file."""
     source = spec.get("_source")
@@ -384,102 +351,3 @@ def tokenizer_from_spec(spec: dict):
     return boundless_tokenizer(spec["merges"], spec["superword"], pattern,
                                spec["special_tokens"], tie_break=spec.get("tie_break"),
                                source=source, roles=spec.get("roles"))
-
-
-def word_token(token: bytes) -> bool:
-    """Whether a token's bytes are a ``BOUNDLESS_WORD`` (valid UTF-8: space? letters)."""
-    from .reference import is_boundless_word
-
-    try:
-        return is_boundless_word(token.decode("utf-8"))
-    except UnicodeDecodeError:
-        return False
-
-
-def refuse_export(tok, fmt: str) -> None:
-    """LossyExportError for a BoundlessBPE tokenizer: no other format has supermerges (its
-    encoder would merge the ordinary tokens and never join the superwords)."""
-    if is_boundless(tok):
-        from .errors import LossyExportError
-
-        raise LossyExportError(f"a BoundlessBPE tokenizer (boundless=True) cannot be written as "
-                               f"{fmt}: the format has no supermerges (merges across "
-                               "pre-tokens), so its encoder would give other ids; save() it")
-
-
-def is_boundless(tok) -> bool:
-    return isinstance(getattr(tok, "model", None), BoundlessModel)
-
-
-class BoundlessModel(MergeModel):
-    """Merges with supermerge flags; ``postprocess`` joins superwords after the ordinary
-    encoder (which keeps the supermerges in its rank table: with the allowed patterns they
-    never fire inside a pre-token, see the module docstring)."""
-
-    def __init__(self, merges, base_bytes, superword, pattern, source=None):
-        super().__init__(merges, base_bytes, "pairs", source)
-        superword = np.asarray(superword)
-        if superword.dtype != bool or superword.shape != (len(self.merges),):
-            raise ModelFormatError(f"superword must be {len(self.merges)} booleans, one per "
-                                   f"merge, not {superword.dtype} of shape {superword.shape}",
-                                   source, "superword")
-        self.superword = superword.copy()
-        self.superword.setflags(write=False)
-        self.pattern = pattern
-        tokens = self.token_bytes
-        words = {t: word_token(tokens[t]) for t in np.unique(self.merges[superword]).tolist()}
-        for k in np.flatnonzero(superword).tolist():
-            a, b = (int(x) for x in self.merges[k])
-            for side, t in (("left", a), ("right", b)):
-                if not words[t]:
-                    raise ModelFormatError(
-                        f"supermerge {k} ({a}, {b}): its {side} token {tokens[t]!r:.40} is not "
-                        "a word pre-token (an optional space and letters)", source,
-                        f"merges[{k}]")
-            if not tokens[b].startswith(b" "):
-                # With gpt2 / cl100k two word pre-tokens meet only before a space (the
-                # letters of the first would have taken the second's).
-                raise ModelFormatError(
-                    f"supermerge {k} ({a}, {b}): its right token {tokens[b]!r:.40} does not "
-                    "start with a space, so the two tokens are never neighbouring pre-tokens",
-                    source, f"merges[{k}]")
-        made = self.merge_ids[superword]
-        if len(np.unique(made)) != len(made) or np.isin(made, self.merge_ids[~superword]).any():
-            raise ModelFormatError("a supermerge makes a token that another merge makes too",
-                                   source, "superword")
-        self._post = None
-
-    def __getstate__(self):
-        return {**super().__getstate__(), "_post": None}
-
-    def _post_tables(self):
-        from .kernels.hashing import build_rank_table, interleave_table
-
-        if self._post is None:
-            tok_off, tok_data = token_arrays(self.token_bytes)
-            joinable = np.fromiter(map(word_token, self.token_bytes), np.uint8,
-                                   len(self.token_bytes))
-            sel = np.flatnonzero(self.superword)
-            keys, vals = build_rank_table(np.ascontiguousarray(self.merges[sel]),
-                                          np.ascontiguousarray(self.merge_ids[sel]))
-            self._post = (np.asarray(tok_off, np.int64), np.asarray(tok_data, np.uint8),
-                          joinable, interleave_table(keys, vals))
-        return self._post
-
-    def postprocess(self, ids, doc_offsets):
-        """``(ids, offsets)`` of the ordinary encoder -> with superwords joined: the
-        documents' bytes are pre-tokenized again (segments cut at special tokens, as the
-        encoder cut them), so a pre-token that is exactly one token is found."""
-        from .kernels.boundless import join_superwords, token_bytes_of
-        from .parallel import call_kernel
-
-        if not self.superword.any() or len(ids) < 2:
-            return ids, doc_offsets
-        tok_off, tok_data, joinable, table = self._post_tables()
-        ids = np.ascontiguousarray(ids, np.int32)
-        doc_offsets = np.ascontiguousarray(doc_offsets, np.int64)
-        data, tok_start, seg_bytes, seg_tok = call_kernel(
-            token_bytes_of, ids, doc_offsets, tok_off, tok_data, len(self.token_bytes))
-        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_bytes, self.pattern, 1)
-        return call_kernel(join_superwords, ids, doc_offsets, tok_start, seg_tok, pieces,
-                           seg_pieces, joinable, table)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import pretokenize
+from . import boundless as boundless_bpe, pretokenize
 from .byte_level import hf_byte_ranks
 from .errors import MemoryBudgetError, TrainingError
 from .roles import TokenRoles, check_roles
@@ -192,14 +192,6 @@ def _check_superbpe(verb, transition, pattern, whitespace=None) -> None:
         raise TypeError(f"{verb}(): superbpe_transition is for byte-level BPE, not whitespace")
 
 
-def _check_boundless(verb, boundless, transition, whitespace=None) -> None:
-    if not isinstance(boundless, bool):
-        raise TypeError(f"{verb}(): boundless must be True or False, not {boundless!r}")
-    if boundless and (transition is not None or whitespace is not None):
-        raise TypeError(f"{verb}(): boundless=True is a variant of byte-level BPE of its own: "
-                        "not with superbpe_transition or whitespace")
-
-
 def _same(value, default) -> bool:
     return type(value) is type(default) and value == default
 
@@ -269,7 +261,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         pre-tokens into one superword token (patterns ``gpt2`` and ``cl100k``).
     """
     _check_superbpe("train", superbpe_transition, superbpe_pattern, whitespace)
-    _check_boundless("train", boundless, superbpe_transition, whitespace)
+    boundless_bpe.check_flag("train", boundless, superbpe_transition, whitespace)
     options = _given_options(
         "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -296,8 +288,6 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
         texts, opts = stage2.reusable(texts), stage2.stage1_options()
     if boundless:  # classic training (counting keeps the pre-tokens), then supermerges
-        from . import boundless as boundless_bpe
-
         boundless_bpe.check_options(opts, texts)
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
@@ -313,10 +303,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         require_documents(docs.n)
         symbols, offsets, counts, alphabet = word_table(words, opts.base, opts.end_of_word)
     else:
-        if boundless:  # (its counter keeps the pre-tokens for the supermerges)
-            counter = boundless_bpe.count_texts(texts, opts)
-        else:
-            counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
+        counter = boundless_bpe.count_texts(texts, opts) if boundless else count_corpus(
+            texts, opts.pattern, opts.special_tokens, opts.num_threads)
         require_documents(counter.n_documents)
         word_bytes, offsets, counts = counter.table()
         symbols = word_bytes.astype(np.int32)
@@ -476,7 +464,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
 
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
     _check_superbpe("train_files", superbpe_transition, superbpe_pattern)
-    _check_boundless("train_files", boundless, superbpe_transition)
+    boundless_bpe.check_flag("train_files", boundless, superbpe_transition)
     options = _given_options(
         "train_files", False, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -533,9 +521,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
 
             opts = Stage2(superbpe_transition, superbpe_pattern, final).stage1_options()
         if boundless:
-            from .boundless import check_options
-
-            check_options(opts)
+            boundless_bpe.check_options(opts)
         if opts.base != "bytes":
             raise TrainingError("train_files supports base='bytes' (use train() for char mode)")
         if opts.normalization is not None:
@@ -581,8 +567,6 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
             chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
             max_chunk_bytes=max_chunk_bytes)[0], min_word_count, report, max_memory)
     if boundless:  # the supermerges need the corpus's pre-token sequence: read it again
-        from . import boundless as boundless_bpe
-
         tok = boundless_bpe.train_files(tok, boundless_bpe.file_batches(
             files, column, opts.pattern, on_bad_input, chunk_bytes, max_invalid_utf8,
             max_chunk_bytes), opts, report)

@@ -51,7 +51,7 @@ def huggingface_json(tok, rank_keyed: bool = False) -> str:
     ``rank_keyed=True`` (``save_pretrained``) also writes a ``merge_mode="ranks"`` tokenizer
     (tiktoken's rule, see ``rank_keyed_merges``); without it such a tokenizer is refused.
     """
-    from ..boundless import refuse_export
+    from ..boundless_model import refuse_export
 
     refuse_export(tok, "a Hugging Face tokenizer.json")
     if tok.base != "bytes":

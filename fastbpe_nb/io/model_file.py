@@ -260,7 +260,7 @@ def _parse_superword(doc: dict, n_merges: int, source) -> dict:
     """BoundlessBPE's ``"superword"`` entry (checked in ``boundless.parse_superword``)."""
     if "superword" not in doc:
         return {}
-    from ..boundless import parse_superword
+    from ..boundless_model import parse_superword
 
     return {"superword": parse_superword(doc, n_merges, source)}
 

@@ -454,7 +454,7 @@ def model_proto(tok) -> bytes:
     """The ``.model`` bytes of a SentencePiece-style tokenizer (``tok.base == "pieces"``):
     the specs it was read with when it came from a ``.model`` file, else ones built from
     its settings (what ``SentencePieceTrainer`` would have written)."""
-    from ..boundless import refuse_export
+    from ..boundless_model import refuse_export
 
     refuse_export(tok, "a SentencePiece .model")
     if tok.base != "pieces":

@@ -31,7 +31,7 @@ _RANK = re.compile(rb"-?[0-9]+")
 
 def tiktoken_bytes(tok) -> bytes:
     """The ``.tiktoken`` file contents of ``tok``'s regular tokens (rank = id)."""
-    from ..boundless import refuse_export
+    from ..boundless_model import refuse_export
 
     refuse_export(tok, "a .tiktoken ranks file")
     if tok.base != "bytes":

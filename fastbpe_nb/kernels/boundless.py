@@ -30,7 +30,7 @@ from .scan import decode_multibyte
 from .unicode_classes import CLS_L
 #: kernel cache stamp: 2bb22b70f4953a92952104f53e77636ffaf64490b6b0e036600e27e8a9d30499
 
-#: ``interleave``'s step kinds.
+#: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0
 STEP_SUPER = 1
 
@@ -274,7 +274,7 @@ def final_merges(kind, which, c_merges, c_ids, left_token, right_token, n_classi
     merges = np.empty((n, 2), dtype=np.int32)
     for s in range(n):
         w = which[s]
-        if kind[s] == STEP_SUPER:
+        if kind[s] == 1:  # STEP_SUPER
             merges[s, 0] = final[left_token[w]]
             merges[s, 1] = final[right_token[w]]
             next_id += 1
@@ -472,7 +472,7 @@ def interleave(ord_count, ord_new, n_base, max_merges, max_ids, min_count, count
         if max(best_super, best_ordinary) < min_count:
             break
         if k < m and best_ordinary >= best_super:  # ordinary first on equal counts
-            kind[steps] = STEP_ORDINARY
+            kind[steps] = 0  # STEP_ORDINARY
             which[steps] = k
             step_count[steps] = best_ordinary
             if ord_new[k]:
@@ -482,7 +482,7 @@ def interleave(ord_count, ord_new, n_base, max_merges, max_ids, min_count, count
             continue
         p = hp[0]
         size = _pop(hc, ht, hp, size)
-        kind[steps] = STEP_SUPER
+        kind[steps] = 1  # STEP_SUPER
         which[steps] = p
         step_count[steps] = count[p]
         done[p] = 1
