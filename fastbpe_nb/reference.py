@@ -41,6 +41,10 @@ stage 2 pre-tokenizes the corpus again with a pattern whose pieces span words, e
 pieces with the stage-1 merges and continues the same loop on them. It encodes with the
 stage-2 pattern.
 
+BoundlessBPE (``train_boundless``): ordinary merges plus supermerges that join two adjacent
+whole word pre-tokens (each one token already) into one superword token, the most frequent
+candidate of either kind first; ``encode_boundless`` joins them after the ordinary merges.
+
 Encoding (the interpreter): per pre-token, start from its base symbols and repeatedly merge
 the adjacent pair with the lowest merge rank (the leftmost one when the same pair occurs
 several times), until no adjacent pair has a rank. Nothing in the input is counted.
