@@ -304,3 +304,23 @@ def test_cli_refuses_boundless_with_whitespace_and_clusters(tmp_path):
     assert main(["train", str(corpus), "-o", str(out), "--boundless", "--dask", "local:1",
                  "-q"]) != 0
     assert not out.exists()
+
+
+@pytest.mark.parametrize("tie", ["ids", "first"])
+def test_shared_corpus_matches_reference(tie):
+    """Real text (KJV, 5-line documents): many supermerges among thousands of ordinary
+    pair counts, as the reference trains and encodes them."""
+    from fbtest import CORPORA
+
+    path = CORPORA / "kjv.txt"
+    if not path.exists():
+        pytest.skip("no shared corpora")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:800]
+    docs = ["".join(lines[i:i + 5]) for i in range(0, len(lines), 5)]
+    train, held = docs[:120], docs[120:]
+    model = ref.train_boundless(train, vocab_size=1000, tie_break=tie)
+    tok = fb.train(train, vocab_size=1000, tie_break=tie, boundless=True)
+    assert sum(model.superword) > 50
+    assert_same_boundless(tok, model)
+    for doc in held:
+        assert tok.encode(doc) == ref.encode_boundless(doc, model)
