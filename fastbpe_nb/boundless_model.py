@@ -51,14 +51,11 @@ def parse_superword(doc: dict, n_merges: int, source=None) -> np.ndarray:
         if i and k <= ranks[i - 1]:
             raise ModelFormatError(f"rank {k} after {ranks[i - 1]}: the ranks must rise",
                                    source, f"superword[{i}]")
-    for key, ok in (("base", doc.get("base") == "bytes"),
-                    ("merge_mode", doc.get("merge_mode", "pairs") == "pairs"),
-                    ("normalization", doc.get("normalization") is None),
-                    ("byte_order", doc.get("byte_order") is None)):
-        if not ok:
+    for key, want in (("base", "bytes"), ("merge_mode", "pairs"), ("normalization", None),
+                      ("byte_order", None)):
+        if doc.get(key, want if key == "merge_mode" else None) != want:
             raise ModelFormatError(f"a BoundlessBPE model (superword) needs {key} "
-                                   f"{'bytes' if key == 'base' else 'pairs' if key == 'merge_mode' else 'null'}",
-                                   source, key)
+                                   f"{'null' if want is None else repr(want)}", source, key)
     flags = np.zeros(n_merges, dtype=bool)
     flags[ranks] = True
     return flags

@@ -562,10 +562,11 @@ def train_boundless(
             break
         stats: dict[tuple[int, int], int] = {}
         for seq, count in zip(seqs, counts):
-            for pair in zip(seq, seq[1:]):
+            for a, b in zip(seq, seq[1:]):
                 if (max_token_length is not None
-                        and len(token_bytes[pair[0]]) + len(token_bytes[pair[1]]) > max_token_length):
+                        and len(token_bytes[a]) + len(token_bytes[b]) > max_token_length):
                     continue
+                pair = (a, b)
                 stats[pair] = stats.get(pair, 0) + count
         super_stats: dict[tuple[int, int], int] = {}
         super_words: dict[tuple[int, int], tuple[int, int]] = {}

@@ -324,3 +324,17 @@ def test_shared_corpus_matches_reference(tie):
     assert_same_boundless(tok, model)
     for doc in held:
         assert tok.encode(doc) == ref.encode_boundless(doc, model)
+
+
+@pytest.mark.parametrize("key, value", [("base", "chars"), ("merge_mode", "ranks"),
+                                        ("normalization", "NFC")])
+def test_superword_needs_a_plain_byte_level_model(tmp_path, key, value):
+    import json
+
+    tok = fb.train(tie_heavy_corpus(9), vocab_size=380, boundless=True)
+    tok.save(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc[key] = value
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(fb.ModelFormatError, match=f"{key}|alphabet"):  # (chars: no alphabet)
+        fb.load(tmp_path / "bad.json")
