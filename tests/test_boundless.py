@@ -306,6 +306,7 @@ def test_cli_refuses_boundless_with_whitespace_and_clusters(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.skipif(NOJIT, reason="minutes of pure-Python kernels; the small corpora cover it")
 @pytest.mark.parametrize("tie", ["ids", "first"])
 def test_shared_corpus_matches_reference(tie):
     """Real text (KJV, 5-line documents): many supermerges among thousands of ordinary
