@@ -57,7 +57,7 @@ from .hashing import (
     same_units,
     table_capacity,
 )
-#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
+#: kernel cache stamp: 6353c493512f9377d09f49a1fd707a40330e3a6ff4e4079d2630ab3d1dc9d162
 
 # Tie rules as the kernel sees them. ``hf`` is TIE_RANKS with GPT-2's byte order in
 # ``base_rank``; ``ids`` is TIE_RANKS with the identity.

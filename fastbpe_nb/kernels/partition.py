@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from .hashing import same_units
-#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
+#: kernel cache stamp: 6353c493512f9377d09f49a1fd707a40330e3a6ff4e4079d2630ab3d1dc9d162
 
 
 @njit(cache=True, nogil=True)

@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 7e5d1c090393fdbca4952faf9a866d5eb3601d71f5c5b06cbac7860911f51290
+#: kernel cache stamp: a068b0c39f2d5241ab6b1abf9b1ce9bf52f18363a98f5ea19365eea31964962b
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
