@@ -104,7 +104,8 @@ class PrunedModel:
         keep[self.pruned_ids] = False
         self.n_base = full.n_base
         self.merges, self.merge_ids = full.merges, full.merge_ids
-        self.token_bytes = [full.token_bytes[t] for t in np.flatnonzero(keep).tolist()]
+        self.kept_ids = np.flatnonzero(keep).astype(np.int32)  # compact id -> unpruned id
+        self.token_bytes = [full.token_bytes[t] for t in self.kept_ids.tolist()]
         compact = np.cumsum(keep, dtype=np.int64).astype(np.int32) - 1
         left, right = token_parts(full)
         from .kernels.prune import demolish_table
@@ -113,6 +114,10 @@ class PrunedModel:
                                                 int(full.n_base))
         self._lengths = np.diff(self._seq_off)
         self._first = self._seqs[self._seq_off[:-1]]  # the id when the length is 1
+
+    def demolished(self, unpruned_id: int) -> list[int]:
+        """The compact ids a regular unpruned token becomes."""
+        return self._seqs[self._seq_off[unpruned_id]:self._seq_off[unpruned_id + 1]].tolist()
 
     @property
     def n_pruned(self) -> int:
@@ -207,6 +212,41 @@ class PruningMixin:
 
     n_pruned = property(lambda self: len(self.pruned_ids),
                         doc="How many ids pruning freed (0: not pruned).")
+
+    @property
+    def unpruned(self):
+        """The tokenizer before pruning (itself when not pruned): ``merges`` and
+        ``merge_ids`` of a pruned tokenizer are its ids (they are the encoder's program)."""
+        model = self.model
+        if not isinstance(model, PrunedModel):
+            return self
+        full = self.__dict__.get("_unpruned")
+        if full is None:
+            specials = shifted_specials(self.special_tokens, model.n_pruned)
+            full = type(self).from_parts(model.full, self.level, self.normalizer, None,
+                                         specials, self.tie_break, None, self.roles or None)
+            full.merge_counts = self.merge_counts
+            self.__dict__["_unpruned"] = full
+        return full
+
+    def compact_id(self, unpruned_id: int):
+        """The id of unpruned token ``unpruned_id`` in this tokenizer (None: removed)."""
+        model = self.model
+        if not isinstance(model, PrunedModel):
+            return int(unpruned_id)
+        if unpruned_id >= len(model.full.token_bytes):  # a special token
+            return int(unpruned_id) - model.n_pruned
+        k = int(np.searchsorted(model.kept_ids, unpruned_id))
+        return k if k < len(model.kept_ids) and model.kept_ids[k] == unpruned_id else None
+
+    def unpruned_id(self, compact_id: int) -> int:
+        """The unpruned id of this tokenizer's token ``compact_id``."""
+        model = self.model
+        if not isinstance(model, PrunedModel):
+            return int(compact_id)
+        if compact_id >= self.n_regular:
+            return int(compact_id) + model.n_pruned
+        return int(model.kept_ids[compact_id])
 
     def pruned(self, texts, min_count=None, ratio=None, num_threads=None):
         """A new tokenizer without the merged tokens this corpus almost never gets.

@@ -332,3 +332,26 @@ def test_postprocess_kernel_tables_directly():
     final = np.array([0, 0, 0, 0, 1, 2, 3], np.int64)
     assert occurrence_totals(final, left, right, 4).tolist() == [
         6 + 3, 6 + 3, 5, 0, 1 + 5 + 3, 2 + 3, 3]
+
+
+def test_unpruned_view_and_inspect():
+    from fastbpe_nb import inspect
+
+    docs = tie_heavy_corpus(12, 200)
+    full = fb.train(docs, vocab_size=400, special_tokens=["<|e|>"])
+    tok = full.pruned(docs, ratio=0.5)
+    assert tok.unpruned == full and full.unpruned is full
+    assert np.array_equal(tok.merges, full.merges)  # the encoder's program, unpruned ids
+    removed = set(tok.pruned_ids)
+    for u in range(full.vocab_size):
+        c = tok.compact_id(u)
+        assert (c is None) == (u in removed)
+        if c is not None:
+            assert tok.unpruned_id(c) == u and tok.vocab[c] == full.vocab[u]
+    # A kept token made from a removed one: the tree shows it without an id.
+    parts = {int(m): tuple(p) for p, m in zip(full.merges.tolist(), full.merge_ids.tolist())}
+    kept = next(u for u, (a, b) in parts.items() if u not in removed and (a in removed or b in removed))
+    tree = inspect.construction_tree(tok, tok.compact_id(kept))
+    assert tree["id"] == tok.compact_id(kept) and None in [c["id"] for c in tree["children"]]
+    assert "(pruned)" in inspect.format_tree(tree)
+    assert len(inspect.trace_rows(tok)) == len(full.merges)
