@@ -85,3 +85,52 @@ def demolish_table(keep, compact, left, right, n_base):
             for k in range(lb):
                 seqs[p + la + k] = seqs[offsets[b] + k]
     return offsets, seqs
+
+
+@njit(cache=True, nogil=True)
+def demolish_ids(ids, doc_offsets, seq_off, seqs, n_pruned):
+    """The encoder's ids (unpruned numbering) as a pruned tokenizer's: each regular id
+    replaced by its sequence of ``demolish_table``, each special id moved down.
+
+    Parameters
+    ----------
+    ids : int32[n]
+        Unpruned ids as the encode kernel gives them: regular ids below
+        ``len(seq_off) - 1``, special ids at or above it.
+    doc_offsets : int64[n_docs + 1]
+        Document boundaries in ``ids`` (non-decreasing, from the encode kernel).
+    seq_off : int64[n_regular + 1]
+    seqs : int32[total]
+        ``demolish_table``'s output.
+    n_pruned : int
+        How many tokens were removed (a special id moves down by this).
+
+    Returns
+    -------
+    out : int32[m]
+        The compact ids.
+    out_offsets : int64[n_docs + 1]
+        Document boundaries in ``out``.
+    """
+    n_full = seq_off.shape[0] - 1
+    n_docs = doc_offsets.shape[0] - 1
+    total = 0
+    for k in range(doc_offsets[0], doc_offsets[n_docs]):
+        t = ids[k]
+        total += 1 if t >= n_full else seq_off[t + 1] - seq_off[t]
+    out = np.empty(total, dtype=np.int32)
+    out_offsets = np.empty(n_docs + 1, dtype=np.int64)
+    out_offsets[0] = 0
+    p = 0
+    for d in range(n_docs):
+        for k in range(doc_offsets[d], doc_offsets[d + 1]):
+            t = ids[k]
+            if t >= n_full:
+                out[p] = t - n_pruned
+                p += 1
+            else:
+                for j in range(seq_off[t], seq_off[t + 1]):
+                    out[p] = seqs[j]
+                    p += 1
+        out_offsets[d + 1] = p
+    return out, out_offsets
