@@ -357,3 +357,14 @@ def test_unpruned_view_and_inspect():
     assert tree["id"] == tok.compact_id(kept) and None in [c["id"] for c in tree["children"]]
     assert "(pruned)" in inspect.format_tree(tree)
     assert len(inspect.trace_rows(tok)) == len(full.merges)
+
+
+def test_a_pruning_that_removes_nothing_round_trips(tmp_path):
+    docs = tie_heavy_corpus(13, 50)
+    full = fb.train(docs, vocab_size=330, special_tokens=["<|e|>"])
+    tok = full.with_pruned([])
+    assert tok.n_pruned == 0 and tok.vocab == full.vocab
+    assert tok.encode_batch(docs) == full.encode_batch(docs)
+    tok.save(tmp_path / "m.json")
+    assert json.loads((tmp_path / "m.json").read_text())["pruned"] == []
+    assert fb.load(tmp_path / "m.json") == tok

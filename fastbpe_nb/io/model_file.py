@@ -89,8 +89,8 @@ def model_to_json(tok) -> str:
     }
     if tok.roles:
         header["roles"] = tok.roles
-    if getattr(tok, "n_pruned", 0):  # vocabulary pruning: removed ids, unpruned numbering
-        header["pruned"] = tok.pruned_ids
+    if hasattr(tok.model, "pruned_ids"):  # vocabulary pruning: removed ids (unpruned numbering;
+        header["pruned"] = tok.pruned_ids  # a pruning that removed none stays a pruned model)
     for key, value in header.items():
         lines.append(f"  {_dump(key)}: {_dump(value)},")
     lines.append('  "special_tokens": [' + ", ".join(_dump([t, i]) for t, i in specials) + "],")
