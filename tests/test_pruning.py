@@ -312,6 +312,10 @@ def test_cli_train_prunes(tmp_path):
     assert report["pruned"]["removed"] == tok.n_pruned > 0
     assert tok.pruned_ids == fb.train_files([corpus], vocab_size=400, prune_min_count=4,
                                             prune_ratio=0.2).pruned_ids
+    cluster = subprocess.run([sys.executable, "-m", "fastbpe_nb", "train", str(corpus), "-o",
+                              str(tmp_path / "c.json"), "--prune-min-count", "4", "--dask",
+                              "local:1"], capture_output=True, text=True, cwd=REPO)
+    assert cluster.returncode != 0 and "--prune-min-count is not supported" in cluster.stderr
     bad = subprocess.run([sys.executable, "-m", "fastbpe_nb", "train", str(corpus), "-o",
                           str(tmp_path / "x.json"), "--prune-ratio", "2"],
                          capture_output=True, text=True, cwd=REPO)
