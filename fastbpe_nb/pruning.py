@@ -152,6 +152,7 @@ class PrunedModel:
         return call_kernel(demolish_ids, ids, np.ascontiguousarray(doc_offsets, np.int64),
                            self._seq_off, self._seqs, int(self.n_pruned))
 
+
 def check_removed(removed, n_base: int, n_regular: int, source=None) -> np.ndarray:
     """``removed`` as int32 ids, validated: integers, strictly ascending (sorted, unique),
     each a merged token (``n_base <= id < n_regular``). ModelFormatError names the entry."""
