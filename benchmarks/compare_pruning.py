@@ -14,7 +14,8 @@ measured, the rest is trained on (the split of compare_superbpe.py). For each pr
   (a short search, ``same_final``), so that it ends as close to ``--vocab`` ids as it
   can, vs classic BPE trained to ``--vocab``.
 
-Times are of ``fb.train`` after a warm-up (compile time not counted), best of ``--repeat``;
+Times are of ``fb.train`` after a warm-up (compile time not counted), best of ``--repeat``
+("prune s": the pruning step of the first run, from its report);
 encode speed is ``count_tokens`` on the held-out documents, one thread, best of three.
 """
 
@@ -54,8 +55,10 @@ def timed(fn):
 
 
 def best_train(train, repeat, **opts):
-    runs = [timed(lambda: fb.train(train, **opts)) for _ in range(repeat)]
-    return runs[0][0], min(t for _, t in runs)
+    """``(tokenizer, best seconds, report)`` of ``repeat`` runs of ``fb.train``."""
+    runs = [timed(lambda: fb.train(train, return_report=True, **opts)) for _ in range(repeat)]
+    (tok, report), _ = runs[0]
+    return tok, min(t for _, t in runs), report
 
 
 def same_final(train, V, rule, guess, tries=6):
@@ -100,18 +103,18 @@ def main():
     print(f"vocab {V}; held-out 1/10 of the documents; rules {args.rules}")
     head = (f"{'corpus':12} {'rule':13} {'MB':>4} {'removed':>7} {'final':>6} "
             f"{'B/tok BPE':>9} {'pruned':>7} {'BPE@final':>9} {'tok/ch BPE':>10} {'pruned':>7} "
-            f"{'BPE@final':>9} {'s BPE':>6} {'pruned':>6} {'ratio':>5} {'enc MB/s':>8} "
+            f"{'BPE@final':>9} {'s BPE':>6} {'pruned':>6} {'ratio':>5} {'prune s':>7} {'enc MB/s':>8} "
             f"{'pruned':>6} | {'same final: train':>17} {'final':>6} {'B/tok':>6} "
             f"{'tok/ch':>7} {'vs BPE':>7}")
     print(head)
     for name, docs in sets:
         train, held = split(docs)
         mb = sum(len(d.encode("utf-8")) for d in train) / 1e6
-        classic, t_c = best_train(train, args.repeat, vocab_size=V)
+        classic, t_c, _ = best_train(train, args.repeat, vocab_size=V)
         bpt_c, tpc_c, enc_c = measure(classic, held)
         for rule_text in args.rules:
             rule = parse_rule(rule_text)
-            pruned, t_p = best_train(train, args.repeat, vocab_size=V, **rule)
+            pruned, t_p, report = best_train(train, args.repeat, vocab_size=V, **rule)
             bpt_p, tpc_p, enc_p = measure(pruned, held)
             at_final = fb.train(train, vocab_size=pruned.vocab_size)
             bpt_f, tpc_f, _ = measure(at_final, held)
@@ -120,7 +123,8 @@ def main():
             print(f"{name:12} {rule_text:13} {mb:4.1f} {pruned.n_pruned:7d} "
                   f"{pruned.vocab_size:6d} {bpt_c:9.3f} {bpt_p:7.3f} {bpt_f:9.3f} "
                   f"{tpc_c:10.4f} {tpc_p:7.4f} {tpc_f:9.4f} {t_c:6.2f} {t_p:6.2f} "
-                  f"{t_p / t_c:5.2f} {enc_c:8.1f} {enc_p:6.1f} | {v_train:17d} "
+                  f"{t_p / t_c:5.2f} {report['pruned']['seconds']:7.3f} {enc_c:8.1f} "
+                  f"{enc_p:6.1f} | {v_train:17d} "
                   f"{same.vocab_size:6d} {bpt_s:6.3f} {tpc_s:7.4f} {tpc_s / tpc_c - 1:+7.2%}")
 
 
