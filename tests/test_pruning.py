@@ -372,3 +372,35 @@ def test_a_pruning_that_removes_nothing_round_trips(tmp_path):
     tok.save(tmp_path / "m.json")
     assert json.loads((tmp_path / "m.json").read_text())["pruned"] == []
     assert fb.load(tmp_path / "m.json") == tok
+
+
+def test_a_loaded_tokenizer_json_and_special_ids_with_gaps():
+    """A tokenizer.json loaded with its byte order (HF numbers the bytes otherwise) prunes
+    like ours: every id is the demolished unpruned id; explicit special ids keep their gap."""
+    import presets
+
+    hf = presets.hf_tokenizer_json()
+    docs = list(presets.corpus())
+    tok = hf.pruned(docs, min_count=3)
+    assert tok.n_pruned > 0
+    for doc in docs[:40] + presets.SAMPLE:
+        ids = tok.encode(doc)
+        assert tok.decode(ids) == doc
+        assert ids == [c for t in hf.encode(doc) for c in tok.model.demolished(t)]
+    n = hf.n_regular
+    gaps = fb.Tokenizer(hf.merges, pattern="gpt2", byte_order=hf.byte_order,
+                        special_tokens={"<a>": n + 3, "<b>": n}).pruned(docs, min_count=3)
+    m = gaps.n_regular
+    assert gaps.special_tokens == {"<a>": m + 3, "<b>": m} and gaps.unused_ids == [m + 1, m + 2]
+    assert gaps.encode("x<a>y<b>", allowed_special="all")[1::2] == [m + 3, m]
+
+
+def test_train_files_from_a_counts_file(tmp_path):
+    docs = tie_heavy_corpus(14, 200)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(d + "\n" for d in docs), encoding="utf-8")
+    counts = tmp_path / "counts.arrow"
+    fb.count_to_file([corpus], counts)
+    from_counts = fb.train_files([counts], vocab_size=400, prune_min_count=4)
+    from_corpus = fb.train_files([corpus], vocab_size=400, prune_min_count=4)
+    assert from_counts == from_corpus and from_counts.n_pruned > 0
