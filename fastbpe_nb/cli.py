@@ -379,6 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "merges across whitespace up to --vocab-size (docs/variants.md)")
     t.add_argument("--superbpe-pattern", help="with --superbpe-transition: stage 2's "
                    "pre-tokenization regex (default: SuperBPE's, cut at line breaks)")
+    t.add_argument("--prune-min-count", type=_count, metavar="N", help="vocabulary pruning: "
+                   "remove merged tokens output fewer than N times on the training words "
+                   "(after training to --vocab-size; ids compact; docs/variants.md)")
+    t.add_argument("--prune-ratio", type=_fraction, metavar="R", help="vocabulary pruning: "
+                   "remove merged tokens that are on their own for less than R of their "
+                   "occurrences (Picky-BPE-style; docs/variants.md)")
     t.add_argument("--whitespace", choices=["\u2581"], help="\u2581: SentencePiece-style BPE "
                    "(each line a sentence, visible whitespace, byte fallback, digit splitting)")
     bool_flag = argparse.BooleanOptionalAction

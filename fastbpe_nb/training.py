@@ -19,6 +19,7 @@ from . import pretokenize
 from .byte_level import hf_byte_ranks
 from .errors import MemoryBudgetError, TrainingError
 from .roles import TokenRoles, check_roles
+from .pruning import Pruning
 from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, phase_bytes,
                          rss_bytes, run_merge_kernel)
 from .text import clean_text
@@ -202,7 +203,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
           progress=False, trace=False, return_report=False, whitespace=None,
           byte_fallback=None, split_digits=None, character_coverage=None,
           add_dummy_prefix=None, remove_extra_whitespaces=None, user_defined_symbols=None,
-          control_symbols=None, superbpe_transition=None, superbpe_pattern=None, merge_batch=1):
+          control_symbols=None, superbpe_transition=None, superbpe_pattern=None, merge_batch=1,
+          prune_min_count=None, prune_ratio=None):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -255,8 +257,11 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     merge_batch : int
         BatchBPE (docs/variants.md): merge up to this many non-interfering top pairs per
         pass, a speed mode that is *not* exact BPE (1, the default, is).
+    prune_min_count, prune_ratio : int, float, optional
+        Vocabulary pruning after training (docs/variants.md; ``vocab_size`` is before it).
     """
     _check_superbpe("train", superbpe_transition, superbpe_pattern, whitespace)
+    pruning = Pruning.make("train", prune_min_count, prune_ratio, superbpe_transition, whitespace)
     options = _given_options(
         "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -304,9 +309,11 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
     report["seconds_counting"] = time.perf_counter() - t0
+    units = pruning.units(symbols) if pruning else None  # the merge kernel rewrites symbols
     tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
     if stage2 is not None:
         tok = stage2.finish_texts(tok, texts, report)
+    tok = pruning.apply(tok, units, offsets, counts, opts, report) if pruning else tok
     tok = _given_roles(tok, roles)
     if trace:
         from .inspect import print_trace
@@ -430,7 +437,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 on_bad_input="error", max_memory=None, counts_output=None,
                 chunk_bytes=16 << 20, max_invalid_utf8=None, max_chunk_bytes=None,
                 min_word_count=1, superbpe_transition=None, superbpe_pattern=None,
-                merge_batch=1):
+                merge_batch=1, prune_min_count=None, prune_ratio=None):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -446,13 +453,15 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     are rare; the report says how many words and occurrences were pruned; a
     ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
     error (``CorpusReadError`` / ``TrainingError``). ``roles``, ``superbpe_transition``,
-    ``superbpe_pattern``, ``merge_batch``: as in ``train`` (SuperBPE reads the files twice).
+    ``superbpe_pattern``, ``merge_batch``, ``prune_*``: as in ``train`` (SuperBPE reads the
+    files twice).
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
 
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
     _check_superbpe("train_files", superbpe_transition, superbpe_pattern)
+    pruning = Pruning.make("train_files", prune_min_count, prune_ratio, superbpe_transition)
     options = _given_options(
         "train_files", False, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -541,6 +550,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     # The kernel re-checks these exactly (and every later growth) before allocating.
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),
                  max_memory, detail)
+    units = pruning.units(symbols) if pruning else None  # the merge kernel rewrites symbols
     tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
     if superbpe_transition is not None:  # stage 2 counts the corpus again, its own pattern
         stage2 = Stage2(superbpe_transition, superbpe_pattern, final)
@@ -549,6 +559,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
             num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
             chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
             max_chunk_bytes=max_chunk_bytes)[0], min_word_count, report, max_memory)
+    tok = pruning.apply(tok, units, offsets, counts, opts, report) if pruning else tok
     tok = _given_roles(tok, roles)
     report["seconds_total"] = time.perf_counter() - t0
     if trace:
