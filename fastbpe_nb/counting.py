@@ -232,7 +232,7 @@ class WordCounter:
                 f"counting: the word table's next growth needs {budget[2] / 2**20:,.0f} MiB, "
                 f"over what is left of the max_memory budget ({left / 2**20:,.0f} MiB); "
                 "stopped before allocating it")
-        self.n_pieces += n_pieces
+        self.n_pieces += int(n_pieces)  # a NumPy int under NUMBA_DISABLE_JIT: not JSON
 
     def _count_pieces(self, data, pieces):
         from .kernels.count import count_batch, count_batch_serial

@@ -296,8 +296,6 @@ def test_train_files_prunes_like_train(tmp_path):
     assert from_files.pruned_ids == from_texts.pruned_ids and from_files.n_pruned > 0
 
 
-@pytest.mark.skipif(NOJIT, reason="fastbpe train's report holds a NumPy int under "
-                    "NUMBA_DISABLE_JIT (pre_tokens_counted; not pruning's): json.dumps fails")
 def test_cli_train_prunes(tmp_path):
     docs = tie_heavy_corpus(11, 200)
     corpus = tmp_path / "corpus.txt"
