@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: 33b4dd6caa0d7b4bea5e628ddee35ce982f720fa58052faabd19638015081c05
+#: kernel cache stamp: 500e9f224101cd4ffdba24d7eb4c83fd9126be82dd7847aaf5cfe13e6b3e0130
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -33,7 +33,7 @@ from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, S
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_key_tail,
                           short_mix)
-#: kernel cache stamp: 825117dc5725105442723e3681e8557e0b9447faff1dc8437540cc82637f1a77
+#: kernel cache stamp: 224e1dd52f7d6320fcc3dace5a2b6b56cef334fcdfc03f1fd79ecf8536b94db1
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)

@@ -223,9 +223,15 @@ def _load8_jit(data, s):
             return _load8_unaligned(data, s)
         return impl
 
-    def assembled(data, s):
-        x = np.uint64(0)
-        for k in range(8):
-            x |= (np.uint64(data[s + k]) & np.uint64(0xFF)) << np.uint64(8 * k)
+    def assembled(data, s):  # no loop: a loop in an inlined overload upsets Numba's IR checks
+        u = np.uint64(s)
+        b = np.uint64(0xFF)
+        x = ((np.uint64(data[u]) & b) | ((np.uint64(data[u + np.uint64(1)]) & b) << np.uint64(8))
+             | ((np.uint64(data[u + np.uint64(2)]) & b) << np.uint64(16))
+             | ((np.uint64(data[u + np.uint64(3)]) & b) << np.uint64(24))
+             | ((np.uint64(data[u + np.uint64(4)]) & b) << np.uint64(32))
+             | ((np.uint64(data[u + np.uint64(5)]) & b) << np.uint64(40))
+             | ((np.uint64(data[u + np.uint64(6)]) & b) << np.uint64(48))
+             | ((np.uint64(data[u + np.uint64(7)]) & b) << np.uint64(56)))
         return np.int64(x)
     return assembled

@@ -57,7 +57,7 @@ from .hashing import (
     same_units,
     table_capacity,
 )
-#: kernel cache stamp: 6353c493512f9377d09f49a1fd707a40330e3a6ff4e4079d2630ab3d1dc9d162
+#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
 
 # Tie rules as the kernel sees them. ``hf`` is TIE_RANKS with GPT-2's byte order in
 # ``base_rank``; ``ids`` is TIE_RANKS with the identity.

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .hashing import EMPTY, hash_slot, load8, same_units
-#: kernel cache stamp: 6353c493512f9377d09f49a1fd707a40330e3a6ff4e4079d2630ab3d1dc9d162
+#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
 
 #: Pieces of up to this many bytes are keyed by their packed bytes: two int64 keys hold
 #: 7 + 8 bytes and the length.
