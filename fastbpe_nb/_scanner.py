@@ -27,13 +27,16 @@ def class_table() -> tuple[np.ndarray, np.ndarray]:
     if _class_table is None:
         from fastbpe_nb.unicode_tables import load_class_table
 
-        _class_table = tuple(_read_only(table) for table in load_class_table())
+        _class_table = tuple(read_only(table) for table in load_class_table())
     return _class_table
 
 
-def _read_only(array: np.ndarray) -> np.ndarray:
-    # Numba compiles one specialization per array "readonly" flag; passing
-    # read-only views always (bytes input is read-only anyway) keeps it to one.
+def read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of ``array``: what every kernel gets as its input bytes.
+
+    Numba compiles one specialization per array "readonly" flag, so a kernel given the
+    read-only bytes of a big file or an Arrow buffer and the writable bytes of a joined
+    batch compiled twice (seconds each, the second inside a user's first big call)."""
     view = array.view()
     view.flags.writeable = False
     return view
@@ -41,19 +44,19 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 def _as_bytes_array(data) -> np.ndarray:
     if isinstance(data, (bytes, bytearray, memoryview)):
-        return _read_only(np.frombuffer(data, dtype=np.uint8))
+        return read_only(np.frombuffer(data, dtype=np.uint8))
     if isinstance(data, np.ndarray):
         if data.ndim != 1:
             raise ValueError(f"data must be 1-D, got shape {data.shape}")
         if data.dtype != np.uint8:
             raise TypeError(f"data must have dtype uint8, got {data.dtype}")
-        return _read_only(np.ascontiguousarray(data))
+        return read_only(np.ascontiguousarray(data))
     raise TypeError(f"data must be bytes or a uint8 numpy array, got {type(data).__name__}")
 
 
 def _as_doc_offsets(doc_offsets, n_bytes: int) -> np.ndarray:
     if doc_offsets is None:
-        return _read_only(np.array([0, n_bytes], dtype=np.int64))
+        return read_only(np.array([0, n_bytes], dtype=np.int64))
     offsets = np.asarray(doc_offsets)
     if offsets.ndim != 1 or offsets.shape[0] < 1:
         raise ValueError("doc_offsets must be a 1-D array with at least one entry")
@@ -67,7 +70,7 @@ def _as_doc_offsets(doc_offsets, n_bytes: int) -> np.ndarray:
         raise ValueError(f"doc_offsets must lie in [0, {n_bytes}]")
     if offsets.shape[0] > 1 and np.any(np.diff(offsets) < 0):
         raise ValueError("doc_offsets must be non-decreasing")
-    return _read_only(offsets)
+    return read_only(offsets)
 
 
 def scan_offsets(data, doc_offsets, name: str, n_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:

@@ -382,6 +382,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--boundless", action="store_true",
                    help="BoundlessBPE: also learn supermerges that join two adjacent whole "
                    "word pre-tokens into one token (gpt2/cl100k patterns; docs/variants.md)")
+    t.add_argument("--prune-min-count", type=_count, metavar="N", help="vocabulary pruning: "
+                   "remove merged tokens output fewer than N times on the training words "
+                   "(after training to --vocab-size; ids compact; docs/variants.md)")
+    t.add_argument("--prune-ratio", type=_fraction, metavar="R", help="vocabulary pruning: "
+                   "remove merged tokens that are on their own for less than R of their "
+                   "occurrences (Picky-BPE-style; docs/variants.md)")
     t.add_argument("--whitespace", choices=["\u2581"], help="\u2581: SentencePiece-style BPE "
                    "(each line a sentence, visible whitespace, byte fallback, digit splitting)")
     bool_flag = argparse.BooleanOptionalAction

@@ -100,6 +100,9 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
             raise FastBPEError("--boundless trains byte-level BPE, not --whitespace")
         if args.merge_batch != 1:
             raise FastBPEError("--merge-batch is for BPE, not SentencePiece style (--whitespace)")
+        if args.prune_min_count is not None or args.prune_ratio is not None:
+            raise FastBPEError("--prune-min-count / --prune-ratio are for BPE, not "
+                               "SentencePiece style (--whitespace)")
         texts = corpus_texts(sources, args, splittable=True, lines=True)
         tok = fb.train(texts, vocab_size=args.vocab_size, **_sentencepiece_options(args, options))
         report = {"documents_are": "lines", "vocab_size": tok.vocab_size}
@@ -111,6 +114,9 @@ def cmd_train(args, prepare_output, memory, progress, print_trace) -> int:
             options["num_merges"] = args.num_merges
         if args.merge_batch != 1:
             options["merge_batch"] = args.merge_batch
+        for name in ("prune_min_count", "prune_ratio"):  # vocabulary pruning
+            if getattr(args, name) is not None:
+                options[name] = getattr(args, name)
         if args.superbpe_transition is not None:
             options["superbpe_transition"] = args.superbpe_transition
             options["superbpe_pattern"] = args.superbpe_pattern

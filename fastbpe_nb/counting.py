@@ -186,7 +186,7 @@ class WordCounter:
         global table. Under a memory budget each step is checked before it allocates: the
         private tables with a bound from the batch's size, each growth of the global table
         inside the merge kernel, against what the budget leaves (``memory_left``)."""
-        from ._scanner import PATTERN_IDS, class_table
+        from ._scanner import PATTERN_IDS, class_table, read_only
         from .kernels.count import count_text_blocks, count_text_blocks_serial, merge_text_blocks
         from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
         from .parallel import call_kernel, default_threads, run_parallel
@@ -194,6 +194,7 @@ class WordCounter:
         n_bytes = int(doc_offsets[-1] - doc_offsets[0])
         if n_bytes == 0:
             return
+        data, doc_offsets = read_only(data), read_only(doc_offsets)  # one specialization
         n_threads = self.num_threads or default_threads()
         block_words = self.block_words
         # Several blocks per thread balance the load; each block costs a merge of its
@@ -232,9 +233,10 @@ class WordCounter:
                 f"counting: the word table's next growth needs {budget[2] / 2**20:,.0f} MiB, "
                 f"over what is left of the max_memory budget ({left / 2**20:,.0f} MiB); "
                 "stopped before allocating it")
-        self.n_pieces += n_pieces
+        self.n_pieces += int(n_pieces)  # a NumPy int under NUMBA_DISABLE_JIT: not JSON
 
     def _count_pieces(self, data, pieces):
+        from ._scanner import read_only
         from .kernels.count import count_batch, count_batch_serial
 
         n_pieces = len(pieces) - 1
@@ -244,6 +246,7 @@ class WordCounter:
 
         n_threads = self.num_threads or default_threads()
         n_blocks = max(1, min(4 * n_threads, n_pieces // 4096 or 1))
+        data, pieces = read_only(data), read_only(pieces)  # one specialization (read_only)
         args = (data, pieces, n_blocks, self.n_pieces, self._keys, self._store,
                 self._store_len, self._off, self._count, self._first, self._wkey, self._n)
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,

@@ -21,7 +21,7 @@ import numpy as np
 from . import pretokenize
 # A single text longer than SEGMENT_BYTES (UTF-8 bytes) is pre-tokenized and encoded this
 # many bytes at a time (see Encoder.encode_huge); tests patch it here.
-from ._scanner import SEGMENT_BYTES
+from ._scanner import SEGMENT_BYTES, read_only
 from .errors import InvalidUTF8Error, UnsupportedInputError
 from .parallel import run_encode
 from .piece_cache import PieceCache
@@ -71,7 +71,8 @@ class Encoder:
         """``(ids int32[n], offsets int64[n_docs + 1])`` of a layout (see ``layout.py``)."""
         from .kernels.encode import encode_batch, encode_serial
 
-        data, offsets, special, doc_pieces = layout
+        # Read-only views: one compiled specialization of the kernels (see read_only).
+        data, offsets, special, doc_pieces = (read_only(a) for a in layout)
         t = self.tables()
         if len(data) >= BACKTRACK_UNITS:
             t.use_backtracking()  # a big call: worth the tables' one-time cost

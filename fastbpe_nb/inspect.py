@@ -121,7 +121,9 @@ def trace_rows(tok, limit=None) -> list[dict]:
     ``new_piece`` (visible text), ``count`` (the pair's count when it was merged, or None
     for a model loaded from a file that does not store counts) and ``vocab_size`` (number
     of regular ids after this merge; a merge that re-creates an existing token adds none).
+    A pruned tokenizer's merges are those of its unpruned tokenizer, with its ids.
     """
+    tok = getattr(tok, "unpruned", tok)
     vocab = tok.vocab
     counts = tok.merge_counts
     n = len(tok.merges) if limit is None else max(0, min(int(limit), len(tok.merges)))
@@ -231,6 +233,8 @@ def construction_tree(tok, token, _creators_cache=None) -> dict:
     and right parts), ``"byte"`` / ``"char"`` (a base symbol, no children) or ``"special"``.
     """
     tid = token_id(tok, token)
+    if getattr(tok, "n_pruned", 0):  # vocabulary pruning: the tree of the unpruned token
+        return _pruned_tree(tok, construction_tree(tok.unpruned, tok.unpruned_id(tid)))
     creators = _creators_cache if _creators_cache is not None else _creators(tok)
     vocab = tok.vocab
     merges = tok.merges
@@ -251,15 +255,28 @@ def construction_tree(tok, token, _creators_cache=None) -> dict:
     return node(tid)
 
 
+def _pruned_tree(tok, tree: dict) -> dict:
+    """An unpruned token's tree with the ids of a pruned ``tok``: a removed token's ``id``
+    is None (its ``rank`` still names the merge that makes it)."""
+    tree = dict(tree, id=tok.compact_id(tree["id"]))
+    tree["children"] = [_pruned_tree(tok, c) for c in tree["children"]]
+    return tree
+
+
+def _shown_id(node) -> str:
+    return "pruned" if node["id"] is None else str(node["id"])
+
+
 def format_tree(tree: dict) -> str:
     """The construction tree as indented text, one line per node, down to base symbols."""
     lines = []
 
     def label(n):
-        head = f"{n['piece']} ({n['id']})"
+        head = f"{n['piece']} ({_shown_id(n)})"
         if n["kind"] == "merge":
             left, right = n["children"]
-            return (f"{head} = {left['piece']} ({left['id']}) + {right['piece']} ({right['id']})"
+            return (f"{head} = {left['piece']} ({_shown_id(left)}) + {right['piece']} "
+                    f"({_shown_id(right)})"
                     f"   [merge {n['rank']}]")
         if n["kind"] == "byte":
             return f"{head}   byte 0x{n['bytes'][0]:02x}"

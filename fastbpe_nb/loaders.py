@@ -28,6 +28,10 @@ def build(spec: dict, model_file: bool = False) -> Tokenizer:
         return from_sentencepiece_bytes(spec["sentencepiece"], spec.get("_source"),
                                         spec.get("roles"))
     source = spec.get("_source")
+    if "pruned" in spec:  # vocabulary pruning: the full tokenizer, then the removed ids
+        from .pruning import build_pruned
+
+        return build_pruned(spec, lambda full: build(full, model_file))
     if "model" in spec:  # a codec that validated by building the model (tiktoken ranks)
         level = ByteLevel(spec["pattern"], spec["byte_order"], source)
         return Tokenizer.from_parts(spec["model"], level, UnicodeNormalizer(),

@@ -233,6 +233,7 @@ class KernelTables:
         """Packed bytes -> packed ids of every token of 2..SHORT_BYTES bytes, each encoded as
         a piece of its own by the encoder itself (one kernel call), so a hit gives what
         merging gives, in either merge mode."""
+        from ._scanner import read_only
         from .kernels.encode import build_short_table, encode_serial
 
         data = np.frombuffer(b"".join(short_tokens), dtype=np.uint8)
@@ -241,8 +242,10 @@ class KernelTables:
         docs = np.arange(len(short_tokens) + 1, dtype=np.int64)  # a piece per document
         from .piece_cache import no_cache
 
-        ids, id_offsets, *_ = call_kernel(encode_serial, data, sym_map, pieces,
-                                          np.zeros(0, np.int32), docs, *self.args(short=False),
+        # Read-only views, as Encoder.run passes them: the same compiled encode_serial.
+        ids, id_offsets, *_ = call_kernel(encode_serial, data, sym_map, read_only(pieces),
+                                          read_only(np.zeros(0, np.int32)), read_only(docs),
+                                          *self.args(short=False),
                                           0.0, 0, *self.tail(), *no_cache(np.uint8))
         return call_kernel(build_short_table, data, pieces, ids, id_offsets)
 

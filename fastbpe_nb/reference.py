@@ -674,3 +674,127 @@ def encode_boundless(text: str, model: BoundlessReferenceModel, allowed_special=
         for u in units:
             ids.extend(u)
     return ids
+
+
+# ---------------------------------------------------------------------- vocabulary pruning
+# Pruning after training (docs/variants.md, "Vocabulary pruning"): LiteToken (arXiv
+# 2602.04706), Picky BPE (arXiv 2409.04599) and Scaffold-BPE (arXiv 2404.17808) remove the
+# intermediate tokens the final encoder almost never outputs. Here:
+#
+# * every merge is still replayed by rank (the encoder is unchanged, exact BPE); each
+#   removed token in its output is then *demolished* into the two parts of the lowest-rank
+#   merge that makes it, recursively, until only kept tokens remain;
+# * the kept regular tokens are renumbered in id order (compact ids), the special tokens
+#   follow them, each moved down by the number of removed tokens.
+
+
+def token_parts(model: ReferenceModel) -> dict[int, tuple[int, int]]:
+    """``{id: (left, right)}``: the parts of each merged token, from the lowest-rank merge
+    that makes it (a later merge that makes the same bytes again reuses the id). A base
+    symbol has no parts, even when a merge makes its bytes (char mode: ``</w>``)."""
+    parts: dict[int, tuple[int, int]] = {}
+    n_base = _n_base(model)
+    for pair, new_id in zip(model.merges, model.merge_ids):
+        if new_id >= n_base:
+            parts.setdefault(new_id, tuple(pair))
+    return parts
+
+
+def _n_base(model: ReferenceModel) -> int:
+    return 256 if model.base == "bytes" else len(model.alphabet)
+
+
+def pruning_words(texts, model: ReferenceModel, special_tokens=()) -> dict[str, int]:
+    """The pre-token counts pruning measures (those training counts); a dict is taken as
+    given."""
+    if isinstance(texts, dict):
+        return dict(texts)
+    pattern = model.pattern
+    if pattern == "default":
+        pattern = "gpt2" if model.base == "bytes" else WHITESPACE_WORDS_PATTERN
+    return count_words(texts, pattern, special_tokens, keep_gaps=model.base == "bytes")
+
+
+def prune_counts(model: ReferenceModel, words: dict[str, int]):
+    """``(final, total)``, two lists indexed by regular id.
+
+    ``final[t]``: how often the full encoder *outputs* ``t`` on ``words`` (each word
+    encoded once, weighted by its count). ``total[t]``: how often ``t`` occurs as a node of
+    the construction trees (``token_parts``, recursively) of those output tokens -- itself
+    included, so ``total[t] >= final[t]``, and ``total[t] - final[t]`` is how often it was
+    made only to become part of a larger token."""
+    n = len(model.token_bytes)
+    final = [0] * n
+    for word, count in words.items():
+        for t in encode_symbols(piece_symbols(word, model), model):
+            final[t] += count
+    parts = token_parts(model)
+    total = list(final)
+    for t in range(n - 1, -1, -1):  # a token's parts have smaller ids than the token
+        if t in parts and total[t]:
+            a, b = parts[t]
+            total[a] += total[t]
+            total[b] += total[t]
+    return final, total
+
+
+def prune_select(model: ReferenceModel, words: dict[str, int], min_count=None,
+                 ratio=None) -> list[int]:
+    """The merged tokens to remove (ids, ascending), one pass over ``prune_counts``:
+
+    ``t`` is removed when ``final[t] < min_count`` (absolute, LiteToken-style) or, Picky
+    BPE-style, when ``final[t] < ratio * total[t]`` -- less than that share of its
+    occurrences is the token on its own (Picky's intersection-over-self is the other
+    share); a token that never occurs (``total[t] == 0``) has share 0. Base symbols and
+    special tokens are never removed."""
+    final, total = prune_counts(model, words)
+    n_base = _n_base(model)
+    removed = []
+    for t in range(n_base, len(model.token_bytes)):
+        if (min_count is not None and final[t] < min_count) or (
+                ratio is not None and final[t] < ratio * total[t]):
+            removed.append(t)
+    return removed
+
+
+def demolish(ids, model: ReferenceModel, removed) -> list[int]:
+    """Replace every removed token of ``ids`` (unpruned numbering) by its parts,
+    recursively, until only kept tokens remain (special ids pass through)."""
+    parts = token_parts(model)
+    removed = set(removed)
+    out: list[int] = []
+
+    def put(t):
+        if t in removed:
+            a, b = parts[t]
+            put(a)
+            put(b)
+        else:
+            out.append(t)
+
+    for t in ids:
+        put(t)
+    return out
+
+
+def compact_ids(model: ReferenceModel, removed) -> dict[int, int]:
+    """``{unpruned id: compact id}`` of the kept regular tokens and the special tokens."""
+    removed = set(removed)
+    kept = [t for t in range(len(model.token_bytes)) if t not in removed]
+    mapping = {t: i for i, t in enumerate(kept)}
+    for tid in model.special_tokens.values():
+        mapping[tid] = tid - len(removed)
+    return mapping
+
+
+def encode_pruned(text: str, model: ReferenceModel, removed, allowed_special=()) -> list[int]:
+    """Encode ``text`` with the pruned tokenizer: the full encoder, then ``demolish``,
+    then the compact ids."""
+    mapping = compact_ids(model, removed)
+    return [mapping[t] for t in demolish(encode(text, model, allowed_special), model, removed)]
+
+
+def decode_pruned(ids, model: ReferenceModel, removed) -> bytes:
+    """The bytes of compact ``ids``."""
+    back = {c: t for t, c in compact_ids(model, removed).items()}
+    return decode_bytes([back[i] for i in ids], model)

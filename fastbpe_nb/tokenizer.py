@@ -32,10 +32,11 @@ from .validation import check_dropout, check_num_threads, check_seed
 from .file_verbs import FileVerbs
 from .framing import encode_framed, frame_one
 from .offsets import OffsetsMixin
+from .pruning import PruningMixin, encoder_specials
 from .vocab_api import VocabularyLookups
 
 
-class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
+class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs, PruningMixin):
     """A BPE tokenizer: frozen merges, vocabulary, pre-tokenization pattern, special tokens.
 
     Parameters
@@ -106,9 +107,9 @@ class Tokenizer(VocabularyLookups, OffsetsMixin, FileVerbs):
             eow = getattr(level, "end_of_word", None)
             decoder = TableDecoder(self._vocab, n_regular, eow.encode("utf-8") if eow else None)
         self.decoder = decoder
-        self._encoder = Encoder(level, normalizer, special_tokens, self._tables, len(self._vocab),
-                                getattr(model, "postprocess", None),
-                                4 if level.kind == "pieces" else 8)
+        self._encoder = Encoder(level, normalizer, encoder_specials(model, special_tokens),
+                                self._tables, len(self._vocab), getattr(model, "postprocess",
+                                None), 4 if level.kind == "pieces" else 8)
         self.piece_cache = self._encoder.cache  # merged pieces kept between calls (info())
 
     def _tables(self):

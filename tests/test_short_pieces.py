@@ -216,3 +216,31 @@ def test_a_tokenizer_pickled_before_the_short_tables_still_encodes():
     old = fb.Tokenizer.__new__(fb.Tokenizer)
     old.__setstate__(state)
     assert old.encode_batch(["the cat", "naïve café sat"]) + [old.encode("the mat")] == want
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(data=st.binary(min_size=1, max_size=48), where=st.data())
+def test_short_key_loads_equal_the_byte_loop(data, where):
+    """``short_key`` reads two unaligned 8-byte words away from the array's end and a byte
+    at a time near it (``short_key_tail``); both must give the same keys at every offset
+    and length, and ``load8`` must be the little-endian word of the 8 bytes."""
+    from numba import njit
+
+    from fastbpe_nb.kernels.hashing import load8
+    from fastbpe_nb.kernels.piece_cache import short_key, short_key_tail
+
+    @njit
+    def keys(d, s, n, w):  # compiled together, as the encoder calls them
+        return short_key(d, s, n), short_key_tail(d, s, n), load8(d, w) if w >= 0 else 0
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    s = where.draw(st.integers(0, len(arr) - 1))
+    n = where.draw(st.integers(1, min(SHORT_BYTES, len(arr) - s)))
+    w = min(s, len(arr) - 8)  # load8 needs 8 bytes: -1 when the array is shorter
+    fast, slow, word = keys(arr, s, n, w)
+    assert fast == slow
+    expected_key = (n << 56) | int.from_bytes(data[s:s + min(n, 7)], "little")
+    expected_key2 = int.from_bytes(data[s + 7:s + n], "little", signed=n == SHORT_BYTES)
+    assert (int(fast[0]), int(fast[1])) == (expected_key, expected_key2)
+    if w >= 0:
+        assert int(word) == int.from_bytes(data[w:w + 8], "little", signed=True)

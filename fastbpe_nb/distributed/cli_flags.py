@@ -24,7 +24,8 @@ from ..errors import ClusterError, FastBPEError
 _UNSUPPORTED = {
     "count": ("merge", "max_memory"),
     "train": ("from_counts", "max_memory", "end_of_word", "num_merges", "whitespace",
-              "superbpe_transition", "superbpe_pattern", "boundless"),
+              "superbpe_transition", "superbpe_pattern", "prune_min_count", "prune_ratio",
+              "boundless"),
     "encode": ("count_only",),
 }
 

@@ -52,7 +52,9 @@ def huggingface_json(tok, rank_keyed: bool = False) -> str:
     (tiktoken's rule, see ``rank_keyed_merges``); without it such a tokenizer is refused.
     """
     from ..boundless_model import refuse_export
+    from .variant_exports import refuse_pruned
 
+    refuse_pruned(tok, "a Hugging Face tokenizer.json")
     refuse_export(tok, "a Hugging Face tokenizer.json")
     if tok.base != "bytes":
         raise ValueError(

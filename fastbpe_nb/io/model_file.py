@@ -20,8 +20,10 @@
       "merges": [
         [97, 97],
         ...
-      ]
-    }
+      ],
+      "pruned": [300, 412]             # optional (vocabulary pruning): removed token ids,
+    }                                  # numbered as the merges make them; then the special
+                                       # tokens' ids above are the compact ones
 
 A SentencePiece-style model is stored as version 2, ``"base": "pieces"``, with its
 SentencePiece ``ModelProto`` (exactly the ``.model`` file's bytes) in base64 under
@@ -52,7 +54,7 @@ FORMAT_NAME = "fastbpe_nb"
 FORMAT_VERSION = 2
 _KEYS = ("format", "version", "base", "pattern", "end_of_word", "alphabet", "tie_break",
          "normalization", "byte_order", "merge_mode", "roles", "special_tokens", "merges",
-         "superword")
+         "superword", "pruned")
 _PIECES_KEYS = ("format", "version", "base", "roles", "special_tokens", "sentencepiece")
 _ROLE_KEYS = ("bos", "eos", "pad", "unk", "chat_template")
 _TIE_RULES = ("ids", "hf", "first", "bytes")
@@ -90,6 +92,8 @@ def model_to_json(tok) -> str:
     superword = getattr(tok.model, "superword", None)  # BoundlessBPE: supermerge ranks
     if superword is not None:
         header["superword"] = np.flatnonzero(superword).tolist()
+    if hasattr(tok.model, "pruned_ids"):  # vocabulary pruning: removed ids (unpruned numbering;
+        header["pruned"] = tok.pruned_ids  # a pruning that removed none stays a pruned model)
     for key, value in header.items():
         lines.append(f"  {_dump(key)}: {_dump(value)},")
     lines.append('  "special_tokens": [' + ", ".join(_dump([t, i]) for t, i in specials) + "],")
@@ -253,7 +257,7 @@ def parse_model(text_bytes: bytes, source=None) -> dict:
             "end_of_word": end_of_word, "tie_break": tie_break, "byte_order": byte_order,
             "merge_mode": merge_mode, "normalization": normalization,
             "roles": _parse_roles(doc, source), "_source": source,
-            **_parse_superword(doc, len(merges_arr), source)}
+            **_parse_superword(doc, len(merges_arr), source), **_parse_pruned(doc, source)}
 
 
 def _parse_superword(doc: dict, n_merges: int, source) -> dict:
@@ -263,6 +267,17 @@ def _parse_superword(doc: dict, n_merges: int, source) -> dict:
     from ..boundless_model import parse_superword
 
     return {"superword": parse_superword(doc, n_merges, source)}
+
+
+def _parse_pruned(doc: dict, source) -> dict:
+    """``{"pruned": [ids]}`` of a pruned model ({} without the key). Ids are checked
+    against the merges when the tokenizer is built (``pruning.check_removed``)."""
+    if "pruned" not in doc:
+        return {}
+    pruned = doc["pruned"]
+    if not isinstance(pruned, list) or not all(_is_int(t) for t in pruned):
+        raise ModelFormatError("pruned must be a list of integer token ids", source, "pruned")
+    return {"pruned": pruned}
 
 
 def _parse_roles(doc: dict, source):

@@ -455,7 +455,9 @@ def model_proto(tok) -> bytes:
     the specs it was read with when it came from a ``.model`` file, else ones built from
     its settings (what ``SentencePieceTrainer`` would have written)."""
     from ..boundless_model import refuse_export
+    from .variant_exports import refuse_pruned
 
+    refuse_pruned(tok, "a SentencePiece .model file")
     refuse_export(tok, "a SentencePiece .model")
     if tok.base != "pieces":
         from ..errors import LossyExportError

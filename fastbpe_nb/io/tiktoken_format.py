@@ -56,6 +56,9 @@ def save_tiktoken(tok, path, allow_lossy: bool = False) -> None:
     ``allow_lossy=True``, which writes the file with a warning: the caller then normalizes
     the text before tiktoken sees it.
     """
+    from .variant_exports import refuse_pruned
+
+    refuse_pruned(tok, "a .tiktoken ranks file")
     check_lossless(tok, allow_lossy)
     data = tiktoken_bytes(tok)
     with atomic_write(path) as f:

@@ -17,9 +17,9 @@ buffer is transient), its count, and the global index of its first occurrence (f
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, grow, hash_slot
+from .hashing import EMPTY, grow, hash_slot, load8
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: 2bb22b70f4953a92952104f53e77636ffaf64490b6b0e036600e27e8a9d30499
+#: kernel cache stamp: 500e9f224101cd4ffdba24d7eb4c83fd9126be82dd7847aaf5cfe13e6b3e0130
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -259,23 +259,6 @@ COUNT_MASK = np.int64(0xFFFFFFFF)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _load8(data, s):
-    """The 8 bytes ``data[s:s+8]`` as one little-endian int64 (``s + 8 <= len(data)``).
-
-    Unsigned indices: Numba then skips its negative-index fix-up, and LLVM turns the eight
-    loads into one."""
-    u = np.uint64(s)
-    x = (np.uint64(data[u]) | (np.uint64(data[u + np.uint64(1)]) << np.uint64(8))
-         | (np.uint64(data[u + np.uint64(2)]) << np.uint64(16))
-         | (np.uint64(data[u + np.uint64(3)]) << np.uint64(24))
-         | (np.uint64(data[u + np.uint64(4)]) << np.uint64(32))
-         | (np.uint64(data[u + np.uint64(5)]) << np.uint64(40))
-         | (np.uint64(data[u + np.uint64(6)]) << np.uint64(48))
-         | (np.uint64(data[u + np.uint64(7)]) << np.uint64(56)))
-    return np.int64(x)
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _piece_key(data, s, e):
     """The private-table key of the piece ``data[s:e]`` (see LONG_KEY), without a loop
     over its bytes: piece lengths vary too much for a loop's exit to be predicted."""
@@ -283,14 +266,14 @@ def _piece_key(data, s, e):
     if n >= 8:
         # First and last 8 bytes and the length: words that share all three are compared
         # byte by byte on a match.
-        x = np.uint64(_load8(data, s))
-        y = np.uint64(_load8(data, e - 8))
+        x = np.uint64(load8(data, s))
+        y = np.uint64(load8(data, e - 8))
         f = x ^ ((y << np.uint64(13)) | (y >> np.uint64(51)))
         f ^= f >> np.uint64(40)
         return LONG_KEY | (np.int64(min(n, 255)) << 48) | (np.int64(f) & 0xFFFFFFFFFFFF)
     if s + 8 <= data.shape[0]:
         low = (np.int64(1) << (8 * n)) - 1
-        return (_load8(data, s) & low) | (np.int64(n) << 56)
+        return (load8(data, s) & low) | (np.int64(n) << 56)
     key = np.int64(n) << 56  # the last bytes of the batch: the same key, a byte at a time
     for k in range(n):
         key |= np.int64(data[s + k]) << (8 * k)
@@ -312,10 +295,10 @@ def _same_long(data, a, b, n):
     which made the parallel kernel no faster than one thread."""
     j = 0
     while j + 8 < n:
-        if _load8(data, a + j) != _load8(data, b + j):
+        if load8(data, a + j) != load8(data, b + j):
             return False
         j += 8
-    return _load8(data, a + n - 8) == _load8(data, b + n - 8)
+    return load8(data, a + n - 8) == load8(data, b + n - 8)
 
 
 @njit(cache=True, nogil=True, inline="always")

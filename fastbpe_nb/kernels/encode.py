@@ -31,8 +31,9 @@ from .hashing import (EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, 
 from .backtrack import encode_piece
 from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
-                          pack_ids, packable, publish, put, short_key, short_mix)
-#: kernel cache stamp: b2e9eb36a655d71b7c216af9fd6c80ce18aaa10b4daf2ac70a9e5ac75b595472
+                          pack_ids, packable, publish, put, short_key, short_key_tail,
+                          short_mix)
+#: kernel cache stamp: 224e1dd52f7d6320fcc3dace5a2b6b56cef334fcdfc03f1fd79ecf8536b94db1
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -772,6 +773,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     front = np.full(3 * n_front, EMPTY, dtype=np.int64)
     fmask = n_front - 1
     fs = 0
+    key_safe = data.shape[0] - SHORT_BYTES  # pieces starting here or before: two loads
     n_block = 0  # entries in the block's table
     hits = 0
     block_hits = 0
@@ -801,7 +803,10 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
             key2 = np.int64(0)
             short = packed and n <= SHORT_BYTES
             if short:
-                key, key2 = short_key(data, s, n)
+                if s <= key_safe:  # tested here, not only inside: 2.5x faster keys (LLVM)
+                    key, key2 = short_key(data, s, n)
+                else:
+                    key, key2 = short_key_tail(data, s, n)
                 fs = 3 * (short_mix(key, key2) & fmask)
                 if use_cache and front[fs] == key and front[fs + 1] == key2:
                     o += emit_packed(front[fs + 2], out, o)

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from .hashing import same_units
-#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
+#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
 
 
 @njit(cache=True, nogil=True)

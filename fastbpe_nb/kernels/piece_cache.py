@@ -26,8 +26,8 @@ into the call's ``data`` and ``out`` in a block table.
 import numpy as np
 from numba import njit
 
-from .hashing import EMPTY, hash_slot, same_units
-#: kernel cache stamp: f33394c68d3ee70edf8da2fc67b7abfc4d9e07a07cce73cc01d96a5c6cb1b162
+from .hashing import EMPTY, hash_slot, load8, same_units
+#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
 
 #: Pieces of up to this many bytes are keyed by their packed bytes: two int64 keys hold
 #: 7 + 8 bytes and the length.
@@ -59,7 +59,27 @@ N_STATE = 9
 def short_key(data, s, n):
     """``data[s:s+n]`` (n <= SHORT_BYTES bytes) as two int64 keys: the length and the
     first 7 bytes (below 2**60, so never EMPTY), then the next 8 as a little-endian word
-    (0 for a piece of up to 7 bytes)."""
+    (0 for a piece of up to 7 bytes).
+
+    Away from the array's end, two 8-byte loads and masks, without a loop: piece lengths
+    vary too much for a loop's exit to be predicted (10 MB of code, 2.3 M pieces: 26 ms
+    with the loop, 13 ms without). The last 14 bytes take ``short_key_tail``, a call of
+    its own: a loop in this function keeps LLVM from simplifying it. A hot loop should test
+    ``s + SHORT_BYTES <= len(data)`` itself and call ``short_key_tail`` otherwise: with the
+    test at the call site too, LLVM drops the inner one (2.5x faster again, measured).
+    """
+    if s + 15 <= data.shape[0]:
+        head = min(n, 7)
+        key = (np.int64(n) << 56) | (load8(data, s) & ((np.int64(1) << (8 * head)) - 1))
+        tail = n - head  # 0 .. 8 bytes in the second key
+        low = np.int64(-1) if tail == 8 else (np.int64(1) << (8 * tail)) - 1
+        return key, load8(data, s + 7) & low
+    return short_key_tail(data, s, n)
+
+
+@njit(cache=True, nogil=True)
+def short_key_tail(data, s, n):
+    """``short_key`` a byte at a time, for pieces that end in the array's last 14 bytes."""
     key = np.int64(n) << 56
     for k in range(min(n, 7)):
         key |= np.int64(data[s + k]) << (8 * k)
