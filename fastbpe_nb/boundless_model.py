@@ -156,3 +156,7 @@ class BoundlessModel(MergeModel):
         pieces, seg_pieces = pretokenize.piece_offsets(data, seg_bytes, self.pattern, 1)
         return call_kernel(join_superwords, ids, doc_offsets, tok_start, seg_tok, pieces,
                            seg_pieces, joinable, table)
+
+    # The Encoder reads this: a superword spans two pieces, so each document must reach
+    # the post step whole (no segments, no per-piece memo).
+    postprocess.spans_pieces = True

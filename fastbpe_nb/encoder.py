@@ -61,8 +61,9 @@ class Encoder:
         # need the units to be the text's own UTF-8 bytes, split by the scanner.
         self.raw = level.kind == "bytes" and normalizer.identity
         # A post step that looks across pieces (BoundlessBPE's superwords) needs each
-        # document whole: no segments, no per-piece memo.
-        self.segmentable = self.raw and level.scanned() and post is None
+        # document whole: no segments, no per-piece memo. Pruning's works token by token.
+        self.segmentable = (self.raw and level.scanned()
+                            and not getattr(post, "spans_pieces", False))
         self.memo = {} if self.segmentable else None  # piece (str) -> its ids
         self._id_objects = None  # object array: the int of each id, shared by id lists
 
