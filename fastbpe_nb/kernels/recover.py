@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 3fde9d03df80edf943b115cde6fe684b36bc201b850d4e617f9a55132027df89
+#: kernel cache stamp: f0c2800c65cd2fa5cd0f120d143df49d3ce2e7a9952512bdee9d184600e7083d
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
