@@ -825,7 +825,10 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
             h = np.int64(0)
             if not short:
                 h = hash_units(data, s, e, HASH_SEED)
-            if use_whole and not (short and use_short):
+            # A piece for the backtracking encoder skips the whole-token table: its first
+            # walk down the trie finds a whole token too (``encode_piece``).
+            bt_next_piece = use_bt and n > bt_piece
+            if use_whole and not (short and use_short) and not bt_next_piece:
                 if short:
                     h = hash_units(data, s, e, HASH_SEED)
                 t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
@@ -853,7 +856,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     block_hits += 1
                     continue
             m = -1
-            if use_bt and n > bt_piece:
+            if bt_next_piece:
                 # Linear-time backtracking (kernels/backtrack.py); -1: a byte without a
                 # token of its own, merged below.
                 if alive.shape[0] <= n:
