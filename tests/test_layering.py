@@ -68,7 +68,10 @@ KERNEL_CONSTANTS = {
     "fastbpe_nb.kernels.hashing:EMPTY", "fastbpe_nb.kernels.hashing:HASH_SEED",
     # Token status codes of the backtracking tables, agreed with model.backtrack_tables.
     *(f"fastbpe_nb.kernels.backtrack:{name}" for name in (
-        "STATUS_UNREACHABLE", "STATUS_OK", "STATUS_BASE", "STATUS_OUT_OF_ORDER")),
+        "STATUS_UNREACHABLE", "STATUS_OK", "STATUS_BASE", "STATUS_OUT_OF_ORDER",
+        # The compatibility memo's free-slot marker (its layout) and size (fixed by the L2
+        # cache it must fit, like FRONT_SLOTS; measured flat from 2**13 to 2**18 slots).
+        "MEMO_EMPTY", "MEMO_SLOTS")),
     *(f"fastbpe_nb.kernels.encode:{name}" for name in (
         # "No rank" sentinel and the 32-bit half of a packed pair.
         "NO_RANK", "LOW32",

@@ -28,12 +28,12 @@ from numba import njit, prange
 
 from .hashing import (EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, pair_key,
                       same_units)
-from .backtrack import encode_piece
+from .backtrack import encode_piece, new_memo
 from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_key_tail,
                           short_mix)
-#: kernel cache stamp: 224e1dd52f7d6320fcc3dace5a2b6b56cef334fcdfc03f1fd79ecf8536b94db1
+#: kernel cache stamp: 899601145401f35cd91de9d94341af17322c65629a74d7eb31557dd0233b7b62
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -751,6 +751,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     packed = data.itemsize == 1  # byte units: short pieces are keyed by their bytes
     use_bt = bt_trie.shape[0] > 0 and packed and not dropout > 0.0
     alive = np.empty(0, dtype=np.uint8)  # the backtracking's scratch, grown on first use
+    memo = np.empty(0, dtype=np.int64)  # its memo of compatible pairs, made on first use
     gcap = ctab.shape[0] // 3
     rng = np.ones(1, dtype=np.int64)
     max_short = long_piece + 1
@@ -824,7 +825,10 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
             h = np.int64(0)
             if not short:
                 h = hash_units(data, s, e, HASH_SEED)
-            if use_whole and not (short and use_short):
+            # A piece for the backtracking encoder skips the whole-token table: its first
+            # walk down the trie finds a whole token too (``encode_piece``).
+            bt_next_piece = use_bt and n > bt_piece
+            if use_whole and not (short and use_short) and not bt_next_piece:
                 if short:
                     h = hash_units(data, s, e, HASH_SEED)
                 t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
@@ -852,14 +856,16 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     block_hits += 1
                     continue
             m = -1
-            if use_bt and n > bt_piece:
+            if bt_next_piece:
                 # Linear-time backtracking (kernels/backtrack.py); -1: a byte without a
                 # token of its own, merged below.
                 if alive.shape[0] <= n:
                     alive = np.empty(max(n + 1, 2 * alive.shape[0]), dtype=np.uint8)
+                if memo.shape[0] == 0:
+                    memo = new_memo()
                 m = encode_piece(data, s, n, bt_trie, bt_node_tok, bt_node_use, bt_tok_len,
                                  bt_next, bt_split_l, bt_split_r, bt_pair_keys, bt_pair_vals,
-                                 alive, out, o)
+                                 alive, memo, out, o)
             if m >= 0:
                 pass
             elif n <= long_piece and not dropout > 0.0:
