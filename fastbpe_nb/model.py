@@ -326,6 +326,14 @@ class MergeModel:
     def __setstate__(self, state):
         self.__dict__.update({"_rank_pairs": None, **state})  # pickled before _rank_pairs
 
+    def __eq__(self, other):
+        """The same merges in the same mode (the Tokenizer compares the base alphabet)."""
+        if not isinstance(other, MergeModel) or type(other) is not type(self):
+            return NotImplemented
+        return self.mode == other.mode and np.array_equal(self.merges, other.merges)
+
+    __hash__ = None
+
     def tables(self, sym_map: np.ndarray, byte_level: bool, vocab_size: int) -> KernelTables:
         """The encoder's tables (``byte_level``: with the short-piece table)."""
         if self._tables is None:

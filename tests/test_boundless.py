@@ -192,6 +192,23 @@ def test_save_load_and_pickle_give_the_same_encoder(tmp_path):
             assert other.encode(doc) == tok.encode(doc)
 
 
+def test_equality_sees_the_supermerge_flags(tmp_path):
+    """The same merges with fewer of them flagged as supermerges is another tokenizer (a
+    supermerge left unflagged is an ordinary merge that never fires): not equal."""
+    import json
+
+    tok = fb.train(["the cat the dog the cat sat on the mat"] * 50, vocab_size=300,
+                   boundless=True)
+    tok.save(tmp_path / "m.json")
+    assert fb.load(tmp_path / "m.json") == tok
+    doc = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))
+    assert len(doc["superword"]) >= 2
+    doc["superword"] = doc["superword"][:-1]
+    (tmp_path / "fewer.json").write_text(json.dumps(doc), encoding="utf-8")
+    fewer = fb.load(tmp_path / "fewer.json")
+    assert np.array_equal(fewer.merges, tok.merges) and fewer != tok
+
+
 @pytest.mark.parametrize("entry, match", [
     ("[1]", "not a word pre-token|superword"),
     ("[0, 0]", "must rise"),
