@@ -9,12 +9,9 @@ Corpora and the held-out split as in compare_superbpe.py.
 from __future__ import annotations
 
 import argparse
-import glob
-import os
-import time
 
 import fastbpe_nb as fb
-from compare_superbpe import documents, measure, split, timed
+from compare_superbpe import corpus_sets, measure, split, timed
 
 
 def overlap(a, b):
@@ -37,11 +34,7 @@ def main():
     ap.add_argument("--corpora", default="/work/shared/corpora")
     ap.add_argument("--code-bytes", type=int, default=8_000_000)
     args = ap.parse_args()
-    sets = [(os.path.basename(p)[:-4], documents(p))
-            for p in sorted(glob.glob(os.path.join(args.corpora, "*.txt")))]
-    from fastbpe_nb.corpus import stdlib_texts
-
-    sets.append(("python-stdlib", list(stdlib_texts(args.code_bytes))))
+    sets = corpus_sets(args.corpora, args.code_bytes)
     warm = split(sets[0][1])[0][:50]
     for k in [1] + args.k:
         fb.train(warm, vocab_size=300, merge_batch=k)

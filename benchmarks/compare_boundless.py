@@ -14,36 +14,9 @@ the least disturbed one).
 from __future__ import annotations
 
 import argparse
-import glob
-import os
-import time
 
 import fastbpe_nb as fb
-
-
-def documents(path, lines_per_doc=50):
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.readlines()
-    return ["".join(lines[i:i + lines_per_doc]) for i in range(0, len(lines), lines_per_doc)]
-
-
-def split(docs):
-    train = [d for i, d in enumerate(docs) if i % 10 != 9]
-    held = [d for i, d in enumerate(docs) if i % 10 == 9]
-    return train, held
-
-
-def measure(tok, held):
-    n_tokens = sum(tok.count_tokens(held))
-    n_bytes = sum(len(d.encode("utf-8")) for d in held)
-    n_chars = sum(len(d) for d in held)
-    return n_bytes / n_tokens, n_tokens / n_chars
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
+from compare_superbpe import corpus_sets, measure, split, timed
 
 
 def main():
@@ -53,11 +26,7 @@ def main():
     ap.add_argument("--code-bytes", type=int, default=8_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    sets = [(os.path.basename(p)[:-4], documents(p))
-            for p in sorted(glob.glob(os.path.join(args.corpora, "*.txt")))]
-    from fastbpe_nb.corpus import stdlib_texts
-
-    sets.append(("python-stdlib", list(stdlib_texts(args.code_bytes))))
+    sets = corpus_sets(args.corpora, args.code_bytes)
     warm = split(sets[0][1])[0][:50]
     fb.train(warm, vocab_size=300)
     fb.train(warm, vocab_size=300, boundless=True)

@@ -22,22 +22,9 @@ encode speed is ``count_tokens`` on the held-out documents, one thread, best of 
 from __future__ import annotations
 
 import argparse
-import glob
-import os
-import time
 
 import fastbpe_nb as fb
-
-
-def documents(path, lines_per_doc=50):
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.readlines()
-    return ["".join(lines[i:i + lines_per_doc]) for i in range(0, len(lines), lines_per_doc)]
-
-
-def split(docs):
-    return ([d for i, d in enumerate(docs) if i % 10 != 9],
-            [d for i, d in enumerate(docs) if i % 10 == 9])
+from compare_superbpe import corpus_sets, split, timed
 
 
 def measure(tok, held):
@@ -46,12 +33,6 @@ def measure(tok, held):
     n_chars = sum(len(d) for d in held)
     best = min(timed(lambda: tok.count_tokens(held, num_threads=1))[1] for _ in range(3))
     return n_bytes / n_tokens, n_tokens / n_chars, n_bytes / best / 1e6
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 def best_train(train, repeat, **opts):
@@ -95,8 +76,7 @@ def main():
     ap.add_argument("--rules", nargs="+", default=["ratio=0.1", "min_count=5", "min_count=20"])
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    sets = [(os.path.basename(p)[:-4], documents(p))
-            for p in sorted(glob.glob(os.path.join(args.corpora, "*.txt")))]
+    sets = corpus_sets(args.corpora)
     warm = split(sets[0][1])[0][:50]
     fb.train(warm, vocab_size=300, prune_ratio=0.5).count_tokens(warm)
     V = args.vocab

@@ -44,6 +44,18 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
+def corpus_sets(corpora, code_bytes=None):
+    """``[(name, documents)]``: each ``*.txt`` of ``corpora`` in 50-line documents, then
+    ``code_bytes`` of this Python's standard-library sources (one document per file)."""
+    sets = [(os.path.basename(p)[:-4], documents(p))
+            for p in sorted(glob.glob(os.path.join(corpora, "*.txt")))]
+    if code_bytes:
+        from fastbpe_nb.corpus import stdlib_texts
+
+        sets.append(("python-stdlib", list(stdlib_texts(code_bytes))))
+    return sets
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vocab", type=int, default=8192)
@@ -51,11 +63,7 @@ def main():
     ap.add_argument("--corpora", default="/work/shared/corpora")
     ap.add_argument("--code-bytes", type=int, default=8_000_000)
     args = ap.parse_args()
-    sets = [(os.path.basename(p)[:-4], documents(p))
-            for p in sorted(glob.glob(os.path.join(args.corpora, "*.txt")))]
-    from fastbpe_nb.corpus import stdlib_texts
-
-    sets.append(("python-stdlib", list(stdlib_texts(args.code_bytes))))
+    sets = corpus_sets(args.corpora, args.code_bytes)
     warm = split(sets[0][1])[0][:50]
     fb.train(warm, vocab_size=300)
     fb.train(warm, vocab_size=300, superbpe_transition=280)
