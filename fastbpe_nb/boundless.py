@@ -23,14 +23,9 @@ import numpy as np
 
 from . import pretokenize
 from .byte_level import hf_byte_ranks
-from .boundless_model import (BoundlessModel, check_boundless_pattern, parse_superword,
-                              refuse_export)
+from .boundless_model import BoundlessModel, check_boundless_pattern
 from .errors import ModelFormatError, TrainingError
 from .model import token_arrays
-
-#: Bytes of text per batch of the unit pass (pieces and units are per-piece arrays).
-BATCH_BYTES = 16 << 20
-
 
 def check_flag(verb, boundless, transition, whitespace=None) -> None:
     """``boundless=`` of ``train`` / ``train_files``: a bool, not with other variants."""
@@ -78,21 +73,12 @@ class UnitCollector:
         self.parts = []
 
     def add_texts(self, texts) -> None:
-        from .text import clean_text
+        from .counting import documents_as_bytes
 
-        encoded = []
-        for text in texts:
-            try:
-                encoded.append(text.encode("utf-8"))
-            except UnicodeEncodeError:  # as counting does: lone surrogates replaced
-                encoded.append(clean_text(text).encode("utf-8"))
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
-        self.add_batch(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
+        self.add_batch(*documents_as_bytes(texts))
 
     def add_batch(self, data, doc_offsets) -> None:
-        from .kernels.boundless import lookup_units
-        from .parallel import call_kernel, default_threads
+        from .parallel import default_threads
 
         data = np.ascontiguousarray(data, dtype=np.uint8)
         doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
@@ -133,55 +119,10 @@ def count_texts(texts, opts):
     and each batch's bytes and pre-tokens kept (``counter.kept``) for the unit pass, so the
     corpus is pre-tokenized once."""
     from .counting import WordCounter
+    from .word_table import feed_texts
 
-    class KeepingCounter(WordCounter):
-        def add_batch(self, data, doc_offsets) -> None:
-            from .parallel import default_threads
-
-            data = np.ascontiguousarray(data, dtype=np.uint8)
-            doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
-            if len(doc_offsets) == 0 or doc_offsets[0] < 0 or doc_offsets[-1] > len(data) or (
-                    np.diff(doc_offsets) < 0).any():
-                raise ValueError("doc_offsets must be non-decreasing offsets within data")
-            self.n_documents += len(doc_offsets) - 1
-            self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
-            if self.matcher:
-                data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
-            pieces, doc_pieces = pretokenize.piece_offsets(
-                data, doc_offsets, self.pattern, self.num_threads or default_threads())
-            # Counting the pieces gives what the fused scan-and-count kernel gives (the
-            # path of every regex pattern); the pieces are kept for the supermerges.
-            self._add_pieces(data, pieces)
-            self.kept.append((data, pieces, doc_pieces))
-
-    if isinstance(texts, str):
-        raise TypeError("texts must be an iterable of documents (a list of str), not one str")
-    counter = KeepingCounter(opts.pattern, opts.special_tokens, opts.num_threads)
-    counter.kept = []
-    return collect_texts(counter, texts)
-
-
-def collect_texts(collector, texts):
-    """The unit pass over in-memory documents (str, or pyarrow string arrays)."""
-    module = type(texts).__module__ or ""
-    if module.startswith("pyarrow"):
-        from .io.arrow_text import string_chunks, text_buffers
-
-        for chunk in string_chunks(texts):
-            for start in range(0, len(chunk), 65536):
-                data, offsets, _ = text_buffers(chunk.slice(start, 65536))
-                collector.add_batch(data, offsets)
-        return collector
-    batch, size = [], 0
-    for text in texts:
-        batch.append(text)
-        size += len(text)
-        if size >= BATCH_BYTES:
-            collector.add_texts(batch)
-            batch, size = [], 0
-    if batch:
-        collector.add_texts(batch)
-    return collector
+    return feed_texts(WordCounter(opts.pattern, opts.special_tokens, opts.num_threads,
+                                  keep_pieces=True), texts)
 
 
 # --------------------------------------------------------------------------- training

@@ -28,6 +28,24 @@ PRIVATE_BYTES_PER_WORD = 5 * 8 + 8 + 2 * 2 * 8
 MAX_BLOCK_BYTES = 1 << 30
 
 
+def documents_as_bytes(texts, first_index: int = 0):
+    """A list of str documents as ``(uint8 bytes, int64[n + 1] offsets)``, lone surrogates
+    replaced as ``clean_text`` does; a non-str document is a TypeError naming its index
+    (counted from ``first_index``)."""
+    encoded = []
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"document {first_index + index}: expected str, "
+                            f"got {type(text).__name__}")
+        try:
+            encoded.append(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            encoded.append(clean_text(text).encode("utf-8"))
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
 class WordCounter:
     """Accumulates pre-token counts over batches, in corpus order.
 
@@ -39,13 +57,18 @@ class WordCounter:
         Cut out of the text before pre-tokenization and never counted.
     num_threads : int, optional
         Threads for the counting kernel (default: all cores Numba uses).
+    keep_pieces : bool
+        Also keep each batch's bytes and pre-token boundaries, ``(data, pieces,
+        doc_pieces)`` in ``kept`` (BoundlessBPE's supermerges need the corpus's pre-token
+        sequence): every pattern then takes the pieces path, whose counts are the same.
     """
 
     #: Bytes of words gathered per step by ``table`` (bounds its temporary index arrays).
     GATHER_BYTES = 1 << 20
 
-    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None):
+    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None, keep_pieces=False):
         self.pattern = pretokenize.resolve_pattern(pattern)
+        self.kept = [] if keep_pieces else None
         self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
         self.num_threads = num_threads
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
@@ -78,18 +101,7 @@ class WordCounter:
 
     def add_texts(self, texts) -> None:
         """Add a list of documents (str)."""
-        encoded = []
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"document {self.n_documents + index}: expected str, "
-                                f"got {type(text).__name__}")
-            try:
-                encoded.append(text.encode("utf-8"))
-            except UnicodeEncodeError:
-                encoded.append(clean_text(text).encode("utf-8"))
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
-        self.add_batch(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
+        self.add_batch(*documents_as_bytes(texts, self.n_documents))
 
     def add_batch(self, data: np.ndarray, doc_offsets: np.ndarray) -> None:
         """Add documents given as ``uint8`` bytes and ``int64[n_docs + 1]`` offsets into them.
@@ -108,14 +120,17 @@ class WordCounter:
         self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
         if self.matcher:
             data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
-        if pretokenize.uses_scanner(self.pattern):
+        if pretokenize.uses_scanner(self.pattern) and self.kept is None:
             self._count_text(data, doc_offsets)
             return
         from .parallel import default_threads
 
         n_threads = self.num_threads or default_threads()
-        self._add_pieces(data, pretokenize.piece_offsets(data, doc_offsets, self.pattern,
-                                                         n_threads)[0])
+        pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern,
+                                                       n_threads)
+        self._add_pieces(data, pieces)
+        if self.kept is not None:
+            self.kept.append((data, pieces, doc_pieces))
 
     def _add_pieces(self, data, pieces):
         if self.memory_check is not None:

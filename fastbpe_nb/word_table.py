@@ -39,7 +39,13 @@ def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_byte
     """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches."""
     from .counting import WordCounter
 
-    counter = WordCounter(pattern, special_tokens, num_threads)
+    return feed_texts(WordCounter(pattern, special_tokens, num_threads), texts, batch_bytes)
+
+
+def feed_texts(collector, texts, batch_bytes=16 << 20):
+    """Give ``texts`` (str documents or pyarrow string arrays) to ``collector`` in batches:
+    Arrow buffers to its ``add_batch(data, offsets)`` without a str round trip, str
+    documents to its ``add_texts(list)`` about ``batch_bytes`` at a time. Returns it."""
     if isinstance(texts, str):
         raise TypeError("texts must be an iterable of documents (a list of str), not one str")
     module = type(texts).__module__ or ""
@@ -49,18 +55,18 @@ def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_byte
         for chunk in string_chunks(texts):
             for start in range(0, len(chunk), 65536):
                 data, offsets, _ = text_buffers(chunk.slice(start, 65536))
-                counter.add_batch(data, offsets)
-        return counter
+                collector.add_batch(data, offsets)
+        return collector
     batch, size = [], 0
     for text in texts:
         batch.append(text)
         size += len(text) if isinstance(text, str) else 0
         if size >= batch_bytes:
-            counter.add_texts(batch)
+            collector.add_texts(batch)
             batch, size = [], 0
     if batch:
-        counter.add_texts(batch)
-    return counter
+        collector.add_texts(batch)
+    return collector
 
 
 def iter_texts(texts):
