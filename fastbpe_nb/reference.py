@@ -199,6 +199,21 @@ def _merge_word(seq: list[int], pair: tuple[int, int], new_id: int) -> list[int]
     return out
 
 
+def pair_tie_key(pair, tie_break, token_bytes, hf_rank=None):
+    """What orders pairs of equal count (smallest first) under ``tie_break``: the ids
+    (``"ids"``; ``"hf"`` with bytes ranked as Hugging Face's byte-level alphabet when
+    ``hf_rank`` is given) or the tokens' bytes (``"bytes"``). ``"first"`` is handled by
+    the callers (order of first occurrence)."""
+    a, b = pair
+    if tie_break == "ids":
+        return (a, b)
+    if tie_break == "hf":
+        if hf_rank is None:
+            return (a, b)
+        return (hf_rank[a] if a < 256 else a, hf_rank[b] if b < 256 else b)
+    return (token_bytes[a], token_bytes[b])  # "bytes"
+
+
 def train(
     texts=None,
     *,
@@ -268,14 +283,7 @@ def _learn(seqs, counts, token_bytes, units, *, tie_break, hf, num_merges, vocab
     hf_rank = hf_byte_ranks() if hf else None
 
     def tie_key(pair):
-        a, b = pair
-        if tie_break == "ids":
-            return (a, b)
-        if tie_break == "hf":
-            if hf_rank is None:
-                return (a, b)
-            return (hf_rank[a] if a < 256 else a, hf_rank[b] if b < 256 else b)
-        return (token_bytes[a], token_bytes[b])  # "bytes"
+        return pair_tie_key(pair, tie_break, token_bytes, hf_rank)
 
     merges, merge_ids, merge_counts = [], [], []
     while True:
@@ -546,12 +554,7 @@ def train_boundless(
     hf_rank = hf_byte_ranks()
 
     def tie_key(pair):
-        a, b = pair
-        if tie_break == "ids":
-            return (a, b)
-        if tie_break == "hf":
-            return (hf_rank[a] if a < 256 else a, hf_rank[b] if b < 256 else b)
-        return (token_bytes[a], token_bytes[b])  # "bytes"
+        return pair_tie_key(pair, tie_break, token_bytes, hf_rank)
 
     merges, merge_ids, merge_counts, superword = [], [], [], []
     n_special = len(special_tokens)
