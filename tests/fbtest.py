@@ -5,6 +5,7 @@ named ``conftest`` shadow each other when test files import from them by name.
 """
 
 import os
+import random
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,3 +39,30 @@ def merges_over_bytes(raw, alphabet=b"abc "):
             tokens.append(made)
             usable.append(known[made])
     return pairs
+
+
+def spaced_word_corpus(seed, n_docs=60):
+    """Tie-heavy training documents: twelve short words over ``abcde``, joined by spaces
+    (many pairs with equal counts)."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices("abcde", k=rng.randint(1, 6))) for _ in range(12)]
+    return [" ".join(rng.choices(words, k=rng.randint(0, 15))) for _ in range(n_docs)]
+
+
+#: The separators of ``punctuated_word_corpus``: mostly spaces, some punctuation, digits
+#: and line breaks that cut runs of words.
+SEPARATORS = (" ", " ", " ", ", ", ". ", "\n", " 12 ", "!! ")
+
+
+def punctuated_word_corpus(seed, n_docs=40, seps=SEPARATORS):
+    """Tie-heavy training documents for the variants that join words: eight short words
+    over ``abcd``, each followed by a separator from ``seps``, so word pairs repeat with
+    equal counts and punctuation cuts their runs."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices("abcd", k=rng.randint(1, 4))) for _ in range(8)]
+    seps = list(seps)
+    docs = []
+    for _ in range(n_docs):
+        parts = [rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12))]
+        docs.append("".join(parts))
+    return docs

@@ -4,7 +4,6 @@ rule and stopping option, on hypothesis corpora, tie-heavy seeded corpora and th
 rarer heap paths; ``merge_batch=1`` is exact BPE.
 """
 
-import random
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
 
 from fbtest import NOJIT, assert_same_model
+from fbtest import spaced_word_corpus as tie_heavy_corpus
 
 TIES = ["ids", "hf", "first", "bytes"]
 EXAMPLES = 30 if NOJIT else 150
@@ -59,12 +59,6 @@ def test_vocab_size_and_special_tokens(docs, tie, k, vocab_size, n_special):
     tok = fb.train(docs, **opts)
     assert_same_model(tok, model)
     assert tok.vocab_size <= vocab_size
-
-
-def tie_heavy_corpus(seed, n_docs=60):
-    rng = random.Random(seed)
-    words = ["".join(rng.choices("abcde", k=rng.randint(1, 6))) for _ in range(12)]
-    return [" ".join(rng.choices(words, k=rng.randint(0, 15))) for _ in range(n_docs)]
 
 
 @pytest.mark.parametrize("seed", range(3 if NOJIT else 8))

@@ -5,7 +5,6 @@ ones; encoding as the reference encodes; save/load, forked children, refused exp
 """
 
 import multiprocessing
-import random
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import fastbpe_nb as fb
 from fastbpe_nb import reference as ref
 
 from fbtest import NOJIT, assert_same_model
+from fbtest import SEPARATORS, punctuated_word_corpus
 
 TIES = ["ids", "hf", "first", "bytes"]
 EXAMPLES = 30 if NOJIT else 120
@@ -71,16 +71,9 @@ def test_num_merges_and_special_tokens(docs, tie, num_merges, n_special):
 
 
 def tie_heavy_corpus(seed, n_docs=40):
-    """Few distinct words over a small alphabet, repeated in pairs with equal counts: many
-    tied ordinary pairs and supermerge candidates, runs of words cut by punctuation."""
-    rng = random.Random(seed)
-    words = ["".join(rng.choices("abcd", k=rng.randint(1, 4))) for _ in range(8)]
-    seps = [" ", " ", " ", " ", ", ", ". ", "\n", " 12 ", "!! "]
-    docs = []
-    for _ in range(n_docs):
-        parts = [rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12))]
-        docs.append("".join(parts))
-    return docs
+    """``punctuated_word_corpus`` with one space more among the separators: more runs of
+    words, so more supermerge candidates tie."""
+    return punctuated_word_corpus(seed, n_docs, (" ",) + SEPARATORS)
 
 
 @pytest.mark.parametrize("seed", range(4 if NOJIT else 10))

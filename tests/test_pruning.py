@@ -6,7 +6,6 @@ every tie rule, byte and char level; the model file, exports, CLI and a forked c
 
 import json
 import multiprocessing
-import random
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ from fastbpe_nb import reference as ref
 from fastbpe_nb.errors import LossyExportError, ModelFormatError, TrainingError
 
 from fbtest import NOJIT, REPO, assert_same_model
+from fbtest import spaced_word_corpus as tie_heavy_corpus
 
 TIES = ["ids", "hf", "first", "bytes"]
 EXAMPLES = 25 if NOJIT else 120
@@ -35,12 +35,6 @@ def corpora(draw):
     alphabet = draw(alphabets)
     return draw(st.lists(st.text(alphabet=alphabet, min_size=0, max_size=30), min_size=1,
                          max_size=8))
-
-
-def tie_heavy_corpus(seed, n_docs=60):
-    rng = random.Random(seed)
-    words = ["".join(rng.choices("abcde", k=rng.randint(1, 6))) for _ in range(12)]
-    return [" ".join(rng.choices(words, k=rng.randint(0, 15))) for _ in range(n_docs)]
 
 
 def check_against_reference(tok, model, removed, texts, allowed=(), full=None):

@@ -5,7 +5,6 @@ every tie rule, on hypothesis corpora and tie-heavy seeded ones; the model must 
 the reference does, survive save/load, and be exported only where a format expresses it.
 """
 
-import random
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from fastbpe_nb import reference as ref
 from fastbpe_nb.pretokenize import SUPERBPE_PATTERN
 
 from fbtest import NOJIT, assert_same_model
+from fbtest import punctuated_word_corpus as tie_heavy_corpus
 
 TIES = ["ids", "hf", "first", "bytes"]
 EXAMPLES = 30 if NOJIT else 120
@@ -66,19 +66,6 @@ def test_num_merges_and_special_tokens(docs, tie, transition, num_merges, n_spec
     assert len(tok.merges) <= num_merges
     for doc in docs:
         assert tok.encode(doc, allowed_special="all") == ref.encode(doc, model, "all")
-
-
-def tie_heavy_corpus(seed, n_docs=40):
-    """Few distinct words over a small alphabet with equal counts: many tied pairs in both
-    stages (stage 2 sees the same word pairs again and again)."""
-    rng = random.Random(seed)
-    words = ["".join(rng.choices("abcd", k=rng.randint(1, 4))) for _ in range(8)]
-    seps = [" ", " ", " ", ", ", ". ", "\n", " 12 ", "!! "]
-    docs = []
-    for _ in range(n_docs):
-        parts = [rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12))]
-        docs.append("".join(parts))
-    return docs
 
 
 @pytest.mark.parametrize("seed", range(4 if NOJIT else 10))
