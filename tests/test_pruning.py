@@ -216,6 +216,27 @@ def test_model_file_pickle_and_forked_child(tmp_path):
         assert pool.map(tok.encode, docs[:10]) == expected[:10]
 
 
+def _prune_in_child(args):
+    tok, docs = args
+    pruned = tok.pruned(docs, min_count=6, num_threads=2)
+    return pruned.pruned_ids, pruned.encode_batch(docs[:20], num_threads=2)
+
+
+def test_pruning_and_training_in_a_forked_child():
+    """``tok.pruned`` and ``train(..., prune_min_count=)`` encode the word table on all
+    cores: in a child forked after the parent's thread pool ran, they give the parent's
+    removed ids and encodings, and do not hang."""
+    docs = tie_heavy_corpus(5, 100)
+    full = fb.train(docs, vocab_size=400)
+    pruned = full.pruned(docs, min_count=6, num_threads=2)  # the pool runs in the parent
+    expected = (pruned.pruned_ids, pruned.encode_batch(docs[:20], num_threads=2))
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        assert pool.map(_prune_in_child, [(full, docs)], chunksize=1)[0] == expected
+        trained = pool.apply(fb.train, (docs,), {"vocab_size": 400, "prune_min_count": 6})
+    assert trained.pruned_ids == expected[0]
+
+
 @pytest.mark.parametrize("pruned, reason", [
     ("[1, 2]", "is a base symbol"),
     ('"300"', "list of integer"),
