@@ -151,6 +151,22 @@ def test_forked_child_gives_the_same_ids(trained):
     assert got == want and child.exitcode == 0
 
 
+def _train_in_child(docs):
+    tok = fb.train(docs, vocab_size=450, boundless=True, num_threads=2)
+    return tok.merges.tolist(), tok.model.superword.tolist()
+
+
+def test_training_in_a_forked_child():
+    """Training runs the unit look-up on all cores for a big enough corpus: in a child
+    forked after the parent's thread pool ran it learns the parent's merges and flags."""
+    docs = tie_heavy_corpus(35, 8000)  # over 2**16 pre-tokens: the parallel look-up
+    tok = fb.train(docs, vocab_size=450, boundless=True, num_threads=2)
+    want = (tok.merges.tolist(), tok.model.superword.tolist())
+    assert sum(want[1]) > 5
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_train_in_child, (docs,)) == want
+
+
 def test_iterator_and_arrow_inputs_and_train_files(tmp_path):
     import pyarrow as pa
 
