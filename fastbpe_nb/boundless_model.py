@@ -1,7 +1,7 @@
 """BoundlessBPE's model (``fastbpe_nb.boundless`` trains it): merges with supermerge flags,
-the encoder's post step that joins superwords, the model file's ``"superword"`` entry and
-the refusal of exports that cannot hold supermerges. Kept apart from the trainer so that
-the I/O modules can import it without importing the Tokenizer.
+the encoder's post step that joins superwords and the model file's ``"superword"`` entry
+(exports are refused in ``io.variant_exports``). Kept apart from the trainer so that the
+I/O modules can import it without importing the Tokenizer.
 
 Why only the ``gpt2`` and ``cl100k`` patterns: with them a superword (word, then a space
 and letters) can never be a token made inside one pre-token, nor can its two tokens meet
@@ -67,17 +67,6 @@ def word_token(token: bytes) -> bool:
         return _WORD.fullmatch(token.decode("utf-8")) is not None
     except UnicodeDecodeError:
         return False
-
-
-def refuse_export(tok, fmt: str) -> None:
-    """LossyExportError for a BoundlessBPE tokenizer: no other format has supermerges (its
-    encoder would merge the ordinary tokens and never join the superwords)."""
-    if is_boundless(tok):
-        from .errors import LossyExportError
-
-        raise LossyExportError(f"a BoundlessBPE tokenizer (boundless=True) cannot be written as "
-                               f"{fmt}: the format has no supermerges (merges across "
-                               "pre-tokens), so its encoder would give other ids; save() it")
 
 
 def is_boundless(tok) -> bool:

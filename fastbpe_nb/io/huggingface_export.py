@@ -51,11 +51,9 @@ def huggingface_json(tok, rank_keyed: bool = False) -> str:
     ``rank_keyed=True`` (``save_pretrained``) also writes a ``merge_mode="ranks"`` tokenizer
     (tiktoken's rule, see ``rank_keyed_merges``); without it such a tokenizer is refused.
     """
-    from ..boundless_model import refuse_export
-    from .variant_exports import refuse_pruned
+    from .variant_exports import refuse_variants
 
-    refuse_pruned(tok, "a Hugging Face tokenizer.json")
-    refuse_export(tok, "a Hugging Face tokenizer.json")
+    refuse_variants(tok, "a Hugging Face tokenizer.json")
     if tok.base != "bytes":
         raise ValueError(
             "to_huggingface writes byte-level BPE only: a char-mode tokenizer (base='chars') "

@@ -454,11 +454,9 @@ def model_proto(tok) -> bytes:
     """The ``.model`` bytes of a SentencePiece-style tokenizer (``tok.base == "pieces"``):
     the specs it was read with when it came from a ``.model`` file, else ones built from
     its settings (what ``SentencePieceTrainer`` would have written)."""
-    from ..boundless_model import refuse_export
-    from .variant_exports import refuse_pruned
+    from .variant_exports import refuse_variants
 
-    refuse_pruned(tok, "a SentencePiece .model file")
-    refuse_export(tok, "a SentencePiece .model")
+    refuse_variants(tok, "a SentencePiece .model file")
     if tok.base != "pieces":
         from ..errors import LossyExportError
 

@@ -31,9 +31,6 @@ _RANK = re.compile(rb"-?[0-9]+")
 
 def tiktoken_bytes(tok) -> bytes:
     """The ``.tiktoken`` file contents of ``tok``'s regular tokens (rank = id)."""
-    from ..boundless_model import refuse_export
-
-    refuse_export(tok, "a .tiktoken ranks file")
     if tok.base != "bytes":
         raise ValueError("a tiktoken file holds byte-level tokens: a char-mode tokenizer "
                          "(base='chars') cannot be written as one")
@@ -56,9 +53,9 @@ def save_tiktoken(tok, path, allow_lossy: bool = False) -> None:
     ``allow_lossy=True``, which writes the file with a warning: the caller then normalizes
     the text before tiktoken sees it.
     """
-    from .variant_exports import refuse_pruned
+    from .variant_exports import refuse_variants
 
-    refuse_pruned(tok, "a .tiktoken ranks file")
+    refuse_variants(tok, "a .tiktoken ranks file")
     check_lossless(tok, allow_lossy)
     data = tiktoken_bytes(tok)
     with atomic_write(path) as f:
