@@ -164,7 +164,9 @@ def test_training_in_a_forked_child():
     want = (tok.merges.tolist(), tok.model.superword.tolist())
     assert sum(want[1]) > 5
     with multiprocessing.get_context("fork").Pool(1) as pool:
-        assert pool.apply(_train_in_child, (docs,)) == want
+        # A timeout: a child that dies (a parallel region entered after fork) fails the test
+        # instead of leaving the parent waiting for ever. It compiles the serial twins.
+        assert pool.apply_async(_train_in_child, (docs,)).get(timeout=600) == want
 
 
 def test_iterator_and_arrow_inputs_and_train_files(tmp_path):

@@ -210,10 +210,12 @@ def test_model_file_pickle_and_forked_child(tmp_path):
     ctx = multiprocessing.get_context("fork")
     tok.encode_batch(docs, num_threads=2)  # the parent's thread pool exists before the fork
     with ctx.Pool(2) as pool:
-        got = pool.map(_encode_in_child, [(str(path), docs[:50]), (str(path), docs[50:])])
+        # Timeouts: a child that dies fails the test instead of hanging the parent.
+        got = pool.map_async(_encode_in_child,
+                             [(str(path), docs[:50]), (str(path), docs[50:])]).get(timeout=600)
     assert got[0] + got[1] == expected
     with ctx.Pool(1) as pool:  # the parent's tokenizer, inherited
-        assert pool.map(tok.encode, docs[:10]) == expected[:10]
+        assert pool.map_async(tok.encode, docs[:10]).get(timeout=600) == expected[:10]
 
 
 def _prune_in_child(args):
@@ -232,8 +234,10 @@ def test_pruning_and_training_in_a_forked_child():
     expected = (pruned.pruned_ids, pruned.encode_batch(docs[:20], num_threads=2))
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
-        assert pool.map(_prune_in_child, [(full, docs)], chunksize=1)[0] == expected
-        trained = pool.apply(fb.train, (docs,), {"vocab_size": 400, "prune_min_count": 6})
+        got = pool.map_async(_prune_in_child, [(full, docs)], chunksize=1).get(timeout=600)
+        assert got[0] == expected
+        trained = pool.apply_async(fb.train, (docs,),
+                                   {"vocab_size": 400, "prune_min_count": 6}).get(timeout=600)
     assert trained.pruned_ids == expected[0]
 
 
