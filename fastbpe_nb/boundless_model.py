@@ -61,6 +61,29 @@ def parse_superword(doc: dict, n_merges: int, source=None) -> np.ndarray:
     return flags
 
 
+#: ``_SAFE_FIRST[b]``: a piece starting with byte ``b`` is no ``BOUNDLESS_WORD`` (an ASCII
+#: byte other than a letter or the space), so it never joins the piece before it.
+_SAFE_FIRST = np.ones(256, dtype=bool)
+_SAFE_FIRST[0x80:] = False
+_SAFE_FIRST[[0x20, *range(0x41, 0x5B), *range(0x61, 0x7B)]] = False
+
+
+def safe_cut(data: np.ndarray, pieces: np.ndarray) -> int:
+    """The largest ``k >= 1`` such that a document's bytes ``data`` may be cut before its
+    piece ``k`` (``pieces``: the piece offsets, int64, of a prefix of it; ``pieces[-1]`` may
+    be the start of the next piece), or 0 when none may.
+
+    The post step joins two adjacent pieces only if both are single word tokens; the piece
+    after the cut is none, so no superword spans it and the choices on either side are
+    independent. Pre-tokenizing the part before the cut alone gives its word pieces
+    unchanged (the gpt2 and cl100k patterns look ahead only to end whitespace runs, which
+    never join), so each segment's post step joins exactly what the whole text's does."""
+    inner = pieces[1:]
+    inner = inner[inner < len(data)]
+    safe = np.flatnonzero(_SAFE_FIRST[data[inner]])
+    return int(safe[-1]) + 1 if len(safe) else 0
+
+
 def word_token(token: bytes) -> bool:
     """Whether a token's bytes are a ``BOUNDLESS_WORD`` (valid UTF-8: space? letters)."""
     try:
@@ -152,6 +175,7 @@ class BoundlessModel(MergeModel):
         return call_kernel(join_superwords, ids, doc_offsets, tok_start, seg_tok, pieces,
                            seg_pieces, joinable, table)
 
-    # The Encoder reads this: a superword spans two pieces, so each document must reach
-    # the post step whole (no segments, no per-piece memo).
-    postprocess.spans_pieces = True
+    # The Encoder reads this: a superword spans two pieces, so a huge document is cut
+    # into segments only where no superword can span the cut (and there is no per-piece
+    # memo, whose pieces are encoded out of context).
+    postprocess.safe_cut = safe_cut

@@ -60,11 +60,12 @@ class Encoder:
         # Bytes straight from Arrow buffers, segmenting huge texts and the piece memo all
         # need the units to be the text's own UTF-8 bytes, split by the scanner.
         self.raw = level.kind == "bytes" and normalizer.identity
-        # A post step that looks across pieces (BoundlessBPE's superwords) needs each
-        # document whole: no segments, no per-piece memo. Pruning's works token by token.
-        self.segmentable = (self.raw and level.scanned()
-                            and not getattr(post, "spans_pieces", False))
-        self.memo = {} if self.segmentable else None  # piece (str) -> its ids
+        # A post step that looks across pieces (BoundlessBPE's superwords) names where a
+        # document may be cut (``post.safe_cut``): huge texts are cut only there, and there
+        # is no per-piece memo. Pruning's post step works token by token.
+        self.safe_cut = getattr(post, "safe_cut", None)
+        self.segmentable = self.raw and level.scanned()
+        self.memo = {} if self.segmentable and self.safe_cut is None else None  # piece -> ids
         self._id_objects = None  # object array: the int of each id, shared by id lists
 
     # ------------------------------------------------------------------ the kernel call
@@ -194,8 +195,6 @@ class Encoder:
         (glibc maps anything over 32 MB afresh, and each new page faults); per segment,
         the scratch memory is reused, so time and peak memory grow linearly.
         """
-        from ._scanner import scan_prefix_offsets
-
         no_special = np.zeros(0, dtype=np.int32)
         # Ids never outnumber bytes; pages past the last id are never touched. One list at
         # the end costs less than a list per segment joined (measured: 13% on 16 MiB).
@@ -203,7 +202,7 @@ class Encoder:
         n_ids = 0
         start = 0
         while start < len(data):
-            pieces, end = scan_prefix_offsets(data, start, start + SEGMENT_BYTES, self.level.pattern)
+            pieces, end = self._segment(data, start)
             layout = (data[start:end], pieces - start, no_special,
                       np.array([0, len(pieces) - 1], dtype=np.int64))
             part = self.run(layout)[0]
@@ -211,6 +210,23 @@ class Encoder:
             n_ids += len(part)
             start = end
         return ids[:n_ids], len(ids)
+
+    def _segment(self, data: np.ndarray, start: int):
+        """``(piece offsets, end)`` of the segment of ``data`` from ``start``: the pieces up
+        to the first that ends ``SEGMENT_BYTES`` on, or with a post step that spans pieces,
+        up to the last piece boundary there that it may cut at (the segment doubles until
+        it holds one; the rest of the text when it holds none)."""
+        from ._scanner import scan_prefix_offsets
+
+        limit = SEGMENT_BYTES
+        while True:
+            pieces, end = scan_prefix_offsets(data, start, start + limit, self.level.pattern)
+            if self.safe_cut is None or end >= len(data):
+                return pieces, end
+            k = self.safe_cut(data, pieces)
+            if k > 0:
+                return pieces[:k + 1], int(pieces[k])
+            limit *= 2
 
     def encode_bytes(self, data: bytes) -> np.ndarray:
         """The ids of arbitrary bytes (byte level only: UnsupportedInputError otherwise)."""

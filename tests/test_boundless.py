@@ -8,7 +8,7 @@ import multiprocessing
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fastbpe_nb as fb
@@ -118,6 +118,80 @@ def test_encode_matches_reference(trained, text):
     assert ids == ref.encode_boundless(text, model, "all")
     assert tok.decode(ids) == text
     assert tok.encode_ordinary(text) == ref.encode_boundless(text, model)
+
+
+@pytest.fixture(scope="module")
+def trained_cl100k():
+    docs = tie_heavy_corpus(22, 120) + ["the cat sat on the mat. " * 4] * 10
+    model = ref.train_boundless(docs, vocab_size=420, pattern="cl100k")
+    tok = fb.train(docs, vocab_size=420, boundless=True, pattern="cl100k")
+    assert_same_boundless(tok, model)
+    return tok, model
+
+
+@settings(max_examples=150 if not NOJIT else 30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.lists(st.sampled_from(
+    # The fixtures' superwords are pairs of these words: dense joins across every cut.
+    [" a", " b", " c", " ca", " bb", " bad", " adaa", " cabb", "a", "b", "ca", " the", " cat",
+     " sat", " mat", "  ", ".", ",", "\n", "12", "'s", "é", "中", "\u00a0", "!\n\n", " \n"]),
+    min_size=10, max_size=80).map("".join),
+       segment=st.sampled_from([8, 16, 48]), pattern=st.sampled_from(["gpt2", "cl100k"]))
+@example(text=" the cat sat on the mat" * 10, segment=8, pattern="gpt2")
+def test_huge_texts_are_cut_only_where_no_superword_spans(trained, trained_cl100k, text,
+                                                          segment, pattern):
+    """A text over SEGMENT_BYTES is encoded a segment at a time (bounded memory), cut
+    only before a piece no superword can start with: the ids are the reference's."""
+    from fastbpe_nb import encoder
+    from fastbpe_nb.kernels import scan
+
+    tok, model = trained if pattern == "gpt2" else trained_cl100k
+    with pytest.MonkeyPatch.context() as patch:
+        # The scanner emits a window's pieces at a time (32 KiB): small windows, so that
+        # these short texts are cut too.
+        patch.setattr(encoder, "SEGMENT_BYTES", segment)
+        patch.setattr(scan, "WINDOW_BYTES", 32)
+        patch.setattr(scan, "STREAM_BYTES", 8)
+        assert tok.encode_ordinary(text) == ref.encode_boundless(text, model)
+        assert tok.encode_batch([text, "the cat", text], num_threads=2) == \
+            [ref.encode_boundless(t, model) for t in (text, "the cat", text)]
+
+
+@pytest.mark.parametrize("name", ["kjv.txt", "fortunes_ru.txt"])
+def test_huge_text_segments_on_real_text(monkeypatch, name):
+    """Real text as one text in 256-byte segments (English; Russian, whose superwords
+    start with non-ASCII bytes): many cuts, and the ids of the whole-text path (which the
+    tests above hold to the reference). A text with no safe cut at all (only words and
+    spaces) is encoded whole, as it must be."""
+    from fbtest import CORPORA
+    from fastbpe_nb import encoder
+    from fastbpe_nb.kernels import scan
+
+    path = CORPORA / name
+    if not path.exists():
+        pytest.skip("no shared corpora")
+    text = path.read_text(encoding="utf-8")[:150000]
+    tok = fb.train(text.splitlines(keepends=True), vocab_size=3000, boundless=True)
+    assert tok.model.superword.sum() > 80
+    want = tok.encode(text)  # under SEGMENT_BYTES: the whole text at once
+    words = " ".join(text.split()[:2000])  # no newline, digit or punctuation? then whole
+    words = "".join(c for c in words if c.isalpha() or c == " ")
+    want_words = tok.encode(words)
+    monkeypatch.setattr(encoder, "SEGMENT_BYTES", 256)
+    monkeypatch.setattr(scan, "WINDOW_BYTES", 256)
+    monkeypatch.setattr(scan, "STREAM_BYTES", 64)
+    segments = []
+    real = encoder.Encoder._segment
+    monkeypatch.setattr(encoder.Encoder, "_segment",
+                        lambda self, data, start: segments.append(start) or real(self, data, start))
+    assert tok._encoder.may_be_huge(text)
+    assert tok.encode(text) == want
+    assert len(segments) > 50  # cut about every 256 bytes (where a line begins)
+    assert tok.encode_to_numpy(text).tolist() == want
+    assert tok.encode_batch(["a b", text], num_threads=2)[1] == want
+    segments.clear()
+    assert tok.encode(words) == want_words
+    assert segments == [0]  # no piece to cut before: one segment, the whole text
 
 
 def test_every_batch_entry_point_agrees(trained):
