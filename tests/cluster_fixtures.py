@@ -157,10 +157,30 @@ def references(tmp_path_factory, corpus):
                    lambda: References(tmp_path_factory.mktemp("one_process"), corpus))
 
 
+def in_thread(fn, *args, **kwargs) -> concurrent.futures.Future:
+    """``fn(*args, **kwargs)`` started in a daemon thread; its Future.
+
+    Not a ThreadPoolExecutor: leaving its ``with`` block (and the interpreter's exit) joins
+    the thread, so a cluster call that never returns hung the whole run although
+    ``result(timeout=...)`` had raised. Nobody joins this thread: the timeout fails the
+    test and the session goes on."""
+    import threading
+
+    future = concurrent.futures.Future()
+
+    def run():
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="cluster-call", daemon=True).start()
+    return future
+
+
 def timed(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` in a thread, failing the test after CALL_TIMEOUT seconds."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(fn, *args, **kwargs).result(timeout=CALL_TIMEOUT)
+    return in_thread(fn, *args, **kwargs).result(timeout=CALL_TIMEOUT)
 
 
 def same_table(table, reference):

@@ -12,7 +12,6 @@ one-process references and the checks are ``cluster_fixtures``' (shared with
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import os
 import random
@@ -36,7 +35,7 @@ from fastbpe_nb.training import count_files, count_to_file  # noqa: E402
 from cluster_fixtures import (CALL_TIMEOUT, ENCODE_CASES, SPECIALS, big_inputs,  # noqa: E402
                               check_cli_same_outputs, check_encode_files, check_train_all_rules,
                               check_resume_after_partial_run, corpus, dead, references,
-                              same_table, small_corpus, temp_files, timed, tokenizers,
+                              in_thread, same_table, small_corpus, temp_files, timed, tokenizers,
                               total_rows, tree)
 
 _ = (corpus, references, small_corpus, tokenizers)  # module fixtures used by name
@@ -278,20 +277,20 @@ def test_sigkill_worker_during_encode_files(client, corpus, tokenizers, tmp_path
     big = big_inputs(corpus, tmp_path / "in")
     encode_parquet(tok, big, tmp_path / "one", special="text")
     pids = client.run(os.getpid)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        job = pool.submit(de.encode_files, tok, big, tmp_path / "dask", client=client,
-                          special="text")
-        # The victim: the worker writing an output now (the pid in its temporary file's
-        # name), so that the kill lands in the middle of a file.
-        victim, deadline = None, time.monotonic() + CALL_TIMEOUT
-        while victim is None and time.monotonic() < deadline and not job.done():
-            for name in temp_files(tmp_path / "dask"):
-                pid = int(name.split("-")[1])
-                victim = next((w for w, p in pids.items() if p == pid), None)
-            time.sleep(0.002)
-        assert victim is not None, "no worker was seen writing an output"
-        os.kill(pids[victim], signal.SIGKILL)
-        report = job.result(timeout=CALL_TIMEOUT)
+    # in_thread: a job that never ends fails the test at the timeout, not the whole run.
+    job = in_thread(de.encode_files, tok, big, tmp_path / "dask", client=client,
+                    special="text")
+    # The victim: the worker writing an output now (the pid in its temporary file's
+    # name), so that the kill lands in the middle of a file.
+    victim, deadline = None, time.monotonic() + CALL_TIMEOUT
+    while victim is None and time.monotonic() < deadline and not job.done():
+        for name in temp_files(tmp_path / "dask"):
+            pid = int(name.split("-")[1])
+            victim = next((w for w, p in pids.items() if p == pid), None)
+        time.sleep(0.002)
+    assert victim is not None, "no worker was seen writing an output"
+    os.kill(pids[victim], signal.SIGKILL)
+    report = job.result(timeout=CALL_TIMEOUT)
     assert not job.exception()
     one, dask = tree(tmp_path / "one"), tree(tmp_path / "dask")
     assert sorted(dask) == sorted(one)

@@ -14,7 +14,6 @@ in every format with one-process ``encode_parquet`` (every output file's bytes) 
 
 from __future__ import annotations
 
-import concurrent.futures
 import ipaddress
 import os
 import shutil
@@ -42,7 +41,7 @@ from presets import build  # noqa: E402
 from cluster_fixtures import (CALL_TIMEOUT, ENCODE_CASES, SPECIALS, big_inputs,  # noqa: E402
                               check_cli_same_outputs, check_encode_files, check_train_all_rules,
                               check_resume_after_partial_run, corpus, dead, references,
-                              same_table, small_corpus, temp_files, timed, tokenizers,
+                              in_thread, same_table, small_corpus, temp_files, timed, tokenizers,
                               total_rows, tree)
 
 _ = (corpus, references, small_corpus, tokenizers)  # module fixtures used by name
@@ -270,20 +269,20 @@ def test_sigkill_worker_during_encode_files(ray_session, corpus, tokenizers, tmp
     options = dict(special="text", format="megatron", shard_size="64k", val_fraction=0.1)
     encode_parquet(tok, big, tmp_path / "one", **options)
     me = os.getpid()
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        job = pool.submit(re_.encode_files, tok, big, tmp_path / "ray", **options)
-        # The victim: the worker writing an output now (the pid in its temporary file's
-        # name), so that the kill lands in the middle of a file.
-        victim, deadline = None, time.monotonic() + CALL_TIMEOUT
-        while victim is None and time.monotonic() < deadline and not job.done():
-            for name in temp_files(tmp_path / "ray"):
-                pid = int(name.split("-")[1])
-                if pid != me:
-                    victim = pid
-            time.sleep(0.002)
-        assert victim is not None, "no worker was seen writing an output"
-        os.kill(victim, signal.SIGKILL)
-        report = job.result(timeout=CALL_TIMEOUT)
+    # in_thread: a job that never ends fails the test at the timeout, not the whole run.
+    job = in_thread(re_.encode_files, tok, big, tmp_path / "ray", **options)
+    # The victim: the worker writing an output now (the pid in its temporary file's
+    # name), so that the kill lands in the middle of a file.
+    victim, deadline = None, time.monotonic() + CALL_TIMEOUT
+    while victim is None and time.monotonic() < deadline and not job.done():
+        for name in temp_files(tmp_path / "ray"):
+            pid = int(name.split("-")[1])
+            if pid != me:
+                victim = pid
+        time.sleep(0.002)
+    assert victim is not None, "no worker was seen writing an output"
+    os.kill(victim, signal.SIGKILL)
+    report = job.result(timeout=CALL_TIMEOUT)
     one, got = tree(tmp_path / "one"), tree(tmp_path / "ray")
     assert sorted(got) == sorted(one)
     assert got == one
