@@ -60,13 +60,11 @@ class UnitCollector:
     training makes single tokens) as that token's (classic) id, any other as -1."""
 
     def __init__(self, classic, use, pattern, special_tokens, num_threads=None):
-        from .counting import WordCounter
         from .kernels.boundless import token_slots
         from .parallel import call_kernel
 
         self.pattern = pretokenize.resolve_pattern(pattern)
-        # (the counter is only used for its special-token cutting, the same as counting's)
-        self._cutter = WordCounter(self.pattern, special_tokens, num_threads)
+        self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)  # cut as counting does
         self.num_threads = num_threads
         self.tok_off, self.tok_data = token_arrays(classic.model.token_bytes)
         self.slots = call_kernel(token_slots, self.tok_off, self.tok_data, use)
@@ -78,12 +76,13 @@ class UnitCollector:
         self.add_batch(*documents_as_bytes(texts))
 
     def add_batch(self, data, doc_offsets) -> None:
+        from .counting import cut_special_tokens
         from .parallel import default_threads
 
         data = np.ascontiguousarray(data, dtype=np.uint8)
         doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
-        if self._cutter.matcher:
-            data, doc_offsets = self._cutter._cut_special_tokens(data, doc_offsets)
+        if self.matcher:
+            data, doc_offsets = cut_special_tokens(data, doc_offsets, self.matcher)
         pieces, doc_pieces = pretokenize.piece_offsets(
             data, doc_offsets, self.pattern, self.num_threads or default_threads())
         self.add_pieces(data, pieces, doc_pieces)

@@ -46,6 +46,26 @@ def documents_as_bytes(texts, first_index: int = 0):
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
+def cut_special_tokens(data, doc_offsets, matcher):
+    """``(data, doc_offsets)`` with documents split at the special tokens ``matcher``
+    finds, the tokens dropped: what training counts (rarely needed: filtered by prefix)."""
+    raw = data.tobytes()
+    prefixes = [p.encode("utf-8") for p in matcher._prefixes]
+    out = []
+    for d in range(len(doc_offsets) - 1):
+        chunk = raw[doc_offsets[d] : doc_offsets[d + 1]]
+        if not any(p in chunk for p in prefixes):
+            out.append(chunk)
+            continue
+        text = chunk.decode("utf-8", "surrogateescape")
+        for segment, is_special in pretokenize.split_special(text, matcher):
+            if not is_special:
+                out.append(segment.encode("utf-8", "surrogateescape"))
+    offsets = np.zeros(len(out) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, out), np.int64, len(out)), out=offsets[1:])
+    return np.frombuffer(b"".join(out), dtype=np.uint8), offsets
+
+
 class WordCounter:
     """Accumulates pre-token counts over batches, in corpus order.
 
@@ -119,7 +139,7 @@ class WordCounter:
         self.n_documents += len(doc_offsets) - 1
         self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
         if self.matcher:
-            data, doc_offsets = self._cut_special_tokens(data, doc_offsets)
+            data, doc_offsets = cut_special_tokens(data, doc_offsets, self.matcher)
         if pretokenize.uses_scanner(self.pattern) and self.kept is None:
             self._count_text(data, doc_offsets)
             return
@@ -176,24 +196,6 @@ class WordCounter:
         """Bytes ``table()`` allocates: the words' bytes, offsets and counts (copies), and a
         bool per word (the check that the table is already in first-occurrence order)."""
         return self._store_len + 8 * (self._n + 1) + 8 * self._n + self._n
-
-    def _cut_special_tokens(self, data, doc_offsets):
-        """Split documents at special tokens, dropping the tokens (rarely needed: filtered)."""
-        raw = data.tobytes()
-        prefixes = [p.encode("utf-8") for p in self.matcher._prefixes]
-        out = []
-        for d in range(len(doc_offsets) - 1):
-            chunk = raw[doc_offsets[d] : doc_offsets[d + 1]]
-            if not any(p in chunk for p in prefixes):
-                out.append(chunk)
-                continue
-            text = chunk.decode("utf-8", "surrogateescape")
-            for segment, is_special in pretokenize.split_special(text, self.matcher):
-                if not is_special:
-                    out.append(segment.encode("utf-8", "surrogateescape"))
-        offsets = np.zeros(len(out) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, out), np.int64, len(out)), out=offsets[1:])
-        return np.frombuffer(b"".join(out), dtype=np.uint8), offsets
 
     def _count_text(self, data, doc_offsets):
         """Scan and count a batch in one pass (named patterns): ``count_text_blocks`` fills
