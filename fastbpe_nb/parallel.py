@@ -49,8 +49,11 @@ def _numba_pool_started() -> bool:
 
 
 def _after_fork_in_child() -> None:
-    global _lock, _pool_inherited
+    global _lock, _pool_inherited, _helpers_lock, _idle_helpers
     _lock = threading.Lock()
+    # The parent's helper threads do not exist here; a lock held by one would never be freed.
+    _helpers_lock = _thread.allocate_lock()
+    _idle_helpers = []
     if _numba_pool_started():
         _pool_inherited = True
 
@@ -124,6 +127,8 @@ def run_shielded(fn, *args, poll=None, on_interrupt=None):
     several hundred was lost that way (the encode loop went on for ever). Here the calling
     thread runs no Python code it does not call itself, and waits inside the ``try``
     (tests/reliability/test_sigint.py interrupts every point of a call in turn).
+
+    Helpers are kept for the next call, never ended (see ``_hand_to_helper``).
     """
     state = {}
     finished = _thread.allocate_lock()
@@ -131,20 +136,24 @@ def run_shielded(fn, *args, poll=None, on_interrupt=None):
     claim = _thread.allocate_lock()
     trace, profile = threading.gettrace(), threading.getprofile()
 
-    def target():
+    def target(helper):
         if not claim.acquire(False):
-            return  # a second start (see below): the first helper runs fn
+            _park(helper)  # a second start (see below): the first helper runs fn
+            return
+        traced = trace is not None or profile is not None
         try:
-            if hasattr(signal, "pthread_sigmask"):
-                signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
-            if trace is not None or profile is not None:  # as threading.Thread does
+            if traced:  # as threading.Thread does
                 sys.settrace(trace)
                 sys.setprofile(profile)
             state["value"] = fn(*args)
         except BaseException as exc:  # handed to the waiting thread
             state["error"] = exc
         finally:
+            if traced:
+                sys.settrace(None)
+                sys.setprofile(None)
             state["done"] = True  # before the release: the waiter tests it, not the lock
+            _park(helper)  # idle before the caller wakes: its next call reuses this helper
             finished.release()
 
     started = False
@@ -155,8 +164,8 @@ def run_shielded(fn, *args, poll=None, on_interrupt=None):
                 # Inside the try: a Ctrl-C just after the start must not leave fn running
                 # behind the caller's back. It may land just before or just after the start
                 # (we cannot tell which), so the start is repeated; a second helper finds
-                # fn claimed and ends at once.
-                _thread.start_new_thread(target, ())
+                # fn claimed and goes back to the idle ones at once.
+                _hand_to_helper(target)
                 started = True
             finished.acquire(timeout=0.05)
             if poll is not None:
@@ -175,6 +184,55 @@ def run_shielded(fn, *args, poll=None, on_interrupt=None):
             # cycle, freed (with the kernel's arrays) only by some later garbage collection.
             error = None
     return state["value"]
+
+
+# Helper threads live as long as the process. A thread that ends calls pthread_exit, whose
+# unwinding holds libgcc's frame-registry mutex while it walks every frame table Numba's
+# JIT registered; a fork at that moment (DataLoader workers, multiprocessing) left the
+# child with the mutex locked for ever, and the child's first kernel load (MCJIT registers
+# the kernel's frames) hung: tests/test_boundless.py's forked training did, once in a few
+# full runs under load. Kept helpers also keep GNU OpenMP's worker team, which belongs to
+# the thread that starts a parallel region and was made and ended anew on every call.
+_helpers_lock = _thread.allocate_lock()
+_idle_helpers: list = []
+
+
+class _Helper:
+    """One kept helper thread: ``job(helper)`` runs when ``wake`` is released."""
+
+    __slots__ = ("wake", "job")
+
+    def __init__(self):
+        self.wake = _thread.allocate_lock()
+        self.wake.acquire()
+        self.job = None
+
+
+def _helper_main(helper: _Helper) -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)  # OpenMP's team inherits it
+    while True:
+        helper.wake.acquire()
+        job, helper.job = helper.job, None
+        job(helper)
+
+
+def _hand_to_helper(target) -> None:
+    """Run ``target(helper)`` in an idle helper thread, or in a new one when none is idle
+    (so concurrent callers each get their own: about as many helpers as callers at once).
+    ``target`` must ``_park`` its helper when done."""
+    with _helpers_lock:
+        helper = _idle_helpers.pop() if _idle_helpers else None
+    if helper is None:
+        helper = _Helper()
+        _thread.start_new_thread(_helper_main, (helper,))
+    helper.job = target
+    helper.wake.release()
+
+
+def _park(helper: _Helper) -> None:
+    with _helpers_lock:
+        _idle_helpers.append(helper)
 
 
 def _call(kernel, n, args):
