@@ -235,6 +235,48 @@ def _park(helper: _Helper) -> None:
         _idle_helpers.append(helper)
 
 
+class Pending:
+    """A call running in a kept helper thread (``in_helper``)."""
+
+    def __init__(self):
+        self._finished = _thread.allocate_lock()
+        self._finished.acquire()
+        self._value = self._error = None
+
+    def done(self) -> bool:
+        return not self._finished.locked()
+
+    def wait(self, timeout: float = -1):
+        """The call's result, or its exception raised here; with a ``timeout`` (seconds)
+        None if it has not finished by then."""
+        if not self._finished.acquire(timeout=timeout):
+            return None
+        self._finished.release()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._value
+
+
+def in_helper(fn, *args) -> Pending:
+    """``fn(*args)`` in a kept helper thread (not a thread of its own that then ends, see
+    above): the Parquet path's reader and writer. Its SIGINT is blocked, so a Ctrl-C goes
+    to the main thread, as Python would deliver it anyway."""
+    pending = Pending()
+
+    def target(helper):
+        try:
+            pending._value = fn(*args)
+        except BaseException as exc:  # raised by wait()
+            pending._error = exc
+        finally:
+            _park(helper)
+            pending._finished.release()
+
+    _hand_to_helper(target)
+    return pending
+
+
 def _call(kernel, n, args):
     import numba
 

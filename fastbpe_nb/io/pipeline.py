@@ -5,13 +5,17 @@ kernels, so while slice k is encoded, slice k+1 is read and slice k-1 written. E
 holds at most ``depth`` slices ahead (bounded memory: one slice read ahead and one being
 written by default). Order is kept, and an error on any side is raised in the calling
 thread at the point where the serial code would have raised it: a read error when the
-slice is asked for, a write error at the next ``submit`` or at ``finish``.
+slice is asked for, a write error at the next ``submit`` or at ``finish``. Both run in
+``parallel``'s kept helper threads: no thread ends after a file (see ``parallel.py`` on
+why a thread that ends may break a later ``fork``).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+
+from ..parallel import in_helper
 
 _DONE = object()
 
@@ -45,8 +49,7 @@ def prefetch(iterable, depth: int = 1):
         except BaseException as exc:  # handed to the caller, raised there
             items.put(_Failed(exc))
 
-    reader = threading.Thread(target=read, name="fastbpe-reader", daemon=True)
-    reader.start()
+    reader = in_helper(read)
     try:
         while True:
             item = items.get()
@@ -57,12 +60,12 @@ def prefetch(iterable, depth: int = 1):
             yield item
     finally:
         stop.set()
-        while reader.is_alive():  # unblock a reader waiting to put, then let it end
+        while not reader.done():  # unblock a reader waiting to put, then let it end
             try:
                 items.get_nowait()
             except queue.Empty:
                 pass
-            reader.join(timeout=0.05)
+            reader.wait(timeout=0.05)
         close = getattr(iterable, "close", None)
         if close is not None:
             close()
@@ -76,28 +79,16 @@ class OrderedWriter:
     """
 
     def __init__(self):
-        self._thread = None
-        self._error = None
+        self._job = None
 
     def _wait(self):
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            exc, self._error = self._error, None
-            raise exc
+        if self._job is not None:
+            job, self._job = self._job, None
+            job.wait()  # raises the job's error
 
     def submit(self, fn, *args) -> None:
         self._wait()
-
-        def run():
-            try:
-                fn(*args)
-            except BaseException as exc:
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="fastbpe-writer", daemon=True)
-        self._thread.start()
+        self._job = in_helper(fn, *args)
 
     def finish(self) -> None:
         self._wait()
