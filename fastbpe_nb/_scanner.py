@@ -15,8 +15,10 @@ PATTERN_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2}
 #: A single text longer than this (in UTF-8 bytes) is scanned this many bytes at a time
 #: (``scan_prefix_offsets``): the per-piece arrays of one call stay small.
 SEGMENT_BYTES = 2 << 20
-#: Batches of at least this many bytes are scanned on several threads when asked to.
-PARALLEL_SCAN_BYTES = 1 << 16
+#: Batches of at least this many bytes are scanned on several threads when asked to (a
+#: parallel region costs ~10 us now that the OpenMP team is kept: 1,000 KJV lines, 58 KB,
+#: scan in 0.25 ms instead of 0.45 on two threads).
+PARALLEL_SCAN_BYTES = 1 << 14
 
 _class_table = None
 

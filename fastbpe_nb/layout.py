@@ -81,8 +81,9 @@ class ByteLevel:
         return pretokenize.uses_scanner(self.pattern)
 
     def layout(self, texts, specials: SpecialTokens, allowed, disallowed, normalizer,
-               where=None, errors: str = "strict"):
-        """The layout of ``texts`` (see the module docstring).
+               where=None, errors: str = "strict", n_threads: int = 1):
+        """The layout of ``texts`` (see the module docstring); the scanner runs on
+        ``n_threads`` threads for a big enough batch.
 
         Documents are cut at allowed special tokens into segments; every segment's UTF-8
         bytes go through one pre-tokenizer call as its own document, and each special
@@ -93,6 +94,9 @@ class ByteLevel:
         """
         allowed_m = specials.matcher(allowed)
         disallowed_m = specials.matcher(disallowed)
+        plain = self._plain_layout(texts, allowed_m, disallowed_m, normalizer, errors, n_threads)
+        if plain is not None:
+            return plain
         encoded = []
         seg_special = []
         doc_segments = [0]
@@ -123,7 +127,7 @@ class ByteLevel:
         data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
         seg_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=seg_offsets[1:])
-        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_offsets, self.pattern)
+        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_offsets, self.pattern, n_threads)
         seg_special = np.asarray(seg_special, dtype=np.int32).reshape(-1)
         doc_segments = np.asarray(doc_segments, dtype=np.int64)
         if not (seg_special >= 0).any():
@@ -141,6 +145,33 @@ class ByteLevel:
         new_seg_pieces = np.zeros(len(per_seg) + 1, dtype=np.int64)
         np.cumsum(kept_per_seg, out=new_seg_pieces[1:])
         return data, new_pieces, special, new_seg_pieces[doc_segments]
+
+    def _plain_layout(self, texts, allowed_m, disallowed_m, normalizer, errors, n_threads):
+        """``layout`` of a list of ``str`` without normalization and without any special
+        token's prefix in the batch (the common case), with no Python work per document
+        but one ``encode`` each; None for any other batch (``layout`` then goes document
+        by document, and names the bad one in its errors)."""
+        if not normalizer.identity or not isinstance(texts, list):
+            return None
+        try:
+            encoded = [text.encode("utf-8", errors) for text in texts]
+        except (AttributeError, TypeError, UnicodeEncodeError):
+            return None  # a non-str item (bytes too) or lone surrogates
+        if allowed_m is not None or disallowed_m is not None:
+            try:
+                joined = "".join(texts)
+            except TypeError:
+                return None
+            if any(m is not None and m.maybe_in(joined) for m in (allowed_m, disallowed_m)):
+                return None  # (a token across two documents only costs the slow path)
+        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        seg_offsets = np.zeros(int(np.count_nonzero(lengths)) + 1, dtype=np.int64)
+        np.cumsum(lengths[lengths > 0], out=seg_offsets[1:])
+        doc_segments = np.zeros(len(encoded) + 1, dtype=np.int64)  # empty docs: no segment
+        np.cumsum(lengths > 0, out=doc_segments[1:])
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_offsets, self.pattern, n_threads)
+        return data, pieces, np.zeros(0, dtype=np.int32), seg_pieces[doc_segments]
 
     def layout_bytes(self, data: bytes):
         """The layout of one document of arbitrary bytes (no special tokens): each invalid
@@ -186,8 +217,8 @@ class CharLevel:
         return False
 
     def layout(self, texts, specials: SpecialTokens, allowed, disallowed, normalizer,
-               where=None, errors: str = "strict"):
-        """The layout of ``texts`` with base symbol ids as the units (int32)."""
+               where=None, errors: str = "strict", n_threads: int = 1):
+        """The layout of ``texts`` with base symbol ids as the units (int32; one thread)."""
         allowed_m = specials.matcher(allowed)
         disallowed_m = specials.matcher(disallowed)
         chunks = []  # int32 symbol arrays, one per piece

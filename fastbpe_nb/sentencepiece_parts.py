@@ -350,8 +350,8 @@ class SentencePieceLevel:
         return False
 
     def layout(self, texts, specials, allowed, disallowed, normalizer, where=None,
-               errors: str = "strict"):
-        """The layout of ``texts`` (normalized here), symbols as int32 units."""
+               errors: str = "strict", n_threads: int = 1):
+        """The layout of ``texts`` (normalized here), symbols as int32 units (one thread)."""
         texts = [normalizer.normalize(check_str(t, i)) for i, t in enumerate(texts)]
         cp_to_sym, ws_inside = self.model.symbols()
         n_docs = len(texts)
