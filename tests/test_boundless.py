@@ -192,6 +192,19 @@ def test_huge_text_segments_on_real_text(monkeypatch, name):
     segments.clear()
     assert tok.encode(words) == want_words
     assert segments == [0]  # no piece to cut before: one segment, the whole text
+    # In a child forked after the parent's thread pool ran (the small segments inherited).
+    from fastbpe_nb import parallel
+
+    assert parallel._numba_pool_started()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got, inherited = pool.apply_async(_encode_in_child, (tok, text)).get(timeout=600)
+    assert inherited and got == want
+
+
+def _encode_in_child(tok, text):
+    from fastbpe_nb import parallel
+
+    return tok.encode(text), parallel._pool_inherited
 
 
 def test_every_batch_entry_point_agrees(trained):
