@@ -197,19 +197,39 @@ class KernelTables:
             vals[occupied] = (np.asarray(ranks, np.int64)[r] << 32) | (vals[occupied] & 0xFFFFFFFF)
         # One array, key and value side by side (a probe reads one cache line); the two
         # arrays are views of it (for ``table_get``).
-        self.pairs = call_kernel(interleave_table, keys, vals)
-        self.keys, self.vals = self.pairs[0::2], self.pairs[1::2]
+        pairs = call_kernel(interleave_table, keys, vals)
+        sweep_ranks = 0 if long_piece == 1 else int(call_kernel(sweep_rank_count, keys, vals))
+        self._set(pairs, call_kernel(build_byte_pairs, keys, vals), whole, sweep_ranks,
+                  long_piece, backtrack)
+        if short_tokens:
+            self.short = self._short_table(short_tokens, sym_map)
+
+    def _set(self, pairs, byte_pairs, whole, sweep_ranks, long_piece, backtrack, short=None):
+        self.pairs = pairs
+        self.keys, self.vals = pairs[0::2], pairs[1::2]
         self.long_piece = long_piece
-        self.sweep_ranks = 0 if long_piece == 1 else int(call_kernel(sweep_rank_count, keys, vals))
-        self.byte_pairs = call_kernel(build_byte_pairs, keys, vals)
+        self.sweep_ranks = sweep_ranks
+        self.byte_pairs = byte_pairs
         empty8 = np.zeros(1, dtype=np.uint8)
         self.whole = whole or (np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), empty8)
         # The backtracking encoder's tables (``backtrack_tables``), or empty ones: merging only.
         self.backtrack = no_backtrack()
         self._backtrack_source = backtrack
-        self.short = np.zeros(0, dtype=np.int64)
-        if short_tokens:
-            self.short = self._short_table(short_tokens, sym_map)
+        self.short = np.zeros(0, dtype=np.int64) if short is None else short
+
+    @classmethod
+    def from_arrays(cls, pairs, byte_pairs, whole, sweep_ranks, short, backtrack=None):
+        """Tables built earlier (``io.rank_cache``: validated there), without a kernel call.
+        ``pairs`` int64[2 cap] (``interleave_table``), ``byte_pairs`` int64[65536], ``whole``
+        as ``whole_token_table`` gives it, ``short`` int64[3 cap'] or empty."""
+        self = cls.__new__(cls)
+        self._set(pairs, byte_pairs, whole, int(sweep_ranks), LONG_PIECE, backtrack, short)
+        return self
+
+    def arrays(self) -> dict:
+        """What ``from_arrays`` takes back (by its argument names)."""
+        return {"pairs": self.pairs, "byte_pairs": self.byte_pairs, "whole": self.whole,
+                "sweep_ranks": self.sweep_ranks, "short": self.short}
 
     def args(self, short: bool = True, backtrack: bool = True) -> tuple:
         """The kernel arguments from ``pairs`` to ``bt_pair_vals`` (see kernels.encode);
@@ -275,6 +295,7 @@ class MergeModel:
         self.merge_ids.setflags(write=False)
         self._tables = None
         self._rank_pairs = None  # ranks mode: see rank_pairs()
+        self._cached_tables = None  # ranks mode: see set_cached_tables()
 
     @classmethod
     def from_tokens(cls, merges, token_bytes: list[bytes], mode: str = "ranks", source=None,
@@ -320,11 +341,11 @@ class MergeModel:
         made = np.arange(n_base, len(token_bytes), dtype=np.int32)
         return cls(merges, list(token_bytes[:n_base]), mode, source, _derived=(made, token_bytes))
 
-    def __getstate__(self):
-        return {**self.__dict__, "_tables": None, "_rank_pairs": None}  # rebuilt on demand
+    def __getstate__(self):  # the tables are rebuilt on demand
+        return {**self.__dict__, "_tables": None, "_rank_pairs": None, "_cached_tables": None}
 
-    def __setstate__(self, state):
-        self.__dict__.update({"_rank_pairs": None, **state})  # pickled before _rank_pairs
+    def __setstate__(self, state):  # pickles from before _rank_pairs / _cached_tables
+        self.__dict__.update({"_rank_pairs": None, "_cached_tables": None, **state})
 
     def __eq__(self, other):
         """The same merges in the same mode (the Tokenizer compares the base alphabet)."""
@@ -336,6 +357,8 @@ class MergeModel:
 
     def tables(self, sym_map: np.ndarray, byte_level: bool, vocab_size: int) -> KernelTables:
         """The encoder's tables (``byte_level``: with the short-piece table)."""
+        if self._tables is None and self._cached_tables is not None:
+            self._tables = self._take_cached(sym_map, byte_level, vocab_size)
         if self._tables is None:
             whole, merges, merge_ids = (None, self.merges, self.merge_ids) \
                 if self.mode == "pairs" else self.rank_pairs()
@@ -353,22 +376,35 @@ class MergeModel:
             self._rank_pairs = None  # the tables hold them now
         return self._tables
 
+    def set_cached_tables(self, arrays: dict, sym_map: np.ndarray) -> None:
+        """``ranks`` mode: the encoder's tables as ``KernelTables.arrays`` gave them for this
+        model's tokens and the byte-level ``sym_map`` (``io.rank_cache``, validated), used by
+        ``tables`` instead of building them when it is asked for the same."""
+        if self.mode != "ranks":
+            raise ValueError("cached tables are the tables of merge_mode='ranks' only")
+        self._cached_tables = (arrays, sym_map)
+
+    def _take_cached(self, sym_map, byte_level: bool, vocab_size: int):
+        """The cached tables as KernelTables when they are what ``tables`` would build for
+        these arguments, else None (then built as usual)."""
+        (arrays, cached_map), self._cached_tables = self._cached_tables, None
+        from .kernels.piece_cache import SHORT_ID_BITS
+
+        if not byte_level or not np.array_equal(sym_map, cached_map):
+            return None
+        if arrays["short"].shape[0] and vocab_size >= 1 << SHORT_ID_BITS:
+            return None
+        tokens = self.token_bytes
+        return KernelTables.from_arrays(**arrays,
+                                        backtrack=lambda: backtrack_tables(tokens)[0])
+
     def rank_pairs(self):
         """``ranks`` mode: ``(whole_token_table, split pairs, their tokens)``, the inputs of the
-        rank tables, derived once (``split_pairs``) unless a loader set them
-        (``set_rank_pairs``: derived while loading, or read from ``io.rank_cache``)."""
+        rank tables, derived once (``split_pairs``)."""
         if self._rank_pairs is None:
             whole = whole_token_table(self.token_bytes)
             self._rank_pairs = (whole, *self.split_pairs(whole))
         return self._rank_pairs
-
-    def set_rank_pairs(self, whole, pairs, results) -> None:
-        """Give ``rank_pairs()``'s value, derived from this model's ``token_bytes`` by the
-        caller (``whole``: ``whole_token_table``; ``pairs`` int32[k, 2], ``results``
-        int32[k]: ``split_pairs``), so the first encode does not derive it again."""
-        if self.mode != "ranks":
-            raise ValueError("split pairs are the tables of merge_mode='ranks' only")
-        self._rank_pairs = (whole, pairs, results)
 
     def split_pairs(self, whole=None):
         """``ranks`` mode: (left, right) -> token for every two-token split, in token order.

@@ -11,6 +11,8 @@ tests/reliability/test_loadcache.py.
 import multiprocessing as mp
 import os
 import random
+import subprocess
+import sys
 import warnings
 import zipfile
 
@@ -146,6 +148,63 @@ def test_unwritable_cache_folder_warns_once_and_loads(ranks_files, tmp_path, mon
         warnings.simplefilter("error")  # once per folder and process
         assert load_ids(ranks_files[0]) == want
     assert rank_cache.STATS["unwritable"] == before + 2
+
+
+def _tables(tok) -> dict:
+    arrays = tok._encoder.tables().arrays()
+    arrays.update(zip(("whole_keys", "tok_off", "tok_data"), arrays.pop("whole")))
+    return arrays
+
+
+def test_tables_from_the_cache_equal_the_built_ones(ranks_files, cache):
+    load_ids(ranks_files[1])  # writes the cache
+    old = os.environ["FASTBPE_CACHE_DIR"]
+    os.environ["FASTBPE_CACHE_DIR"] = ""
+    try:
+        built = _tables(fb.from_tiktoken(ranks_files[1], pattern="cl100k"))
+    finally:
+        os.environ["FASTBPE_CACHE_DIR"] = old
+    before = rank_cache.STATS["hits"]
+    tok = fb.from_tiktoken(ranks_files[1], pattern="cl100k")
+    assert rank_cache.STATS["hits"] == before + 1
+    cached = _tables(tok)
+    assert set(cached) == set(built) and built["short"].shape[0] > 0
+    for name in built:
+        assert np.array_equal(np.asarray(cached[name]), np.asarray(built[name])), name
+
+
+def test_a_load_from_the_cache_runs_no_kernel(ranks_files, cache):
+    # Not even Numba is imported: the tables come from the file, kernels load at the
+    # first encode.
+    want = load_ids(ranks_files[0])
+    code = ("import sys, fastbpe_nb as fb\n"
+            f"tok = fb.from_tiktoken({ranks_files[0]!r}, pattern='cl100k')\n"
+            "print('numba' in sys.modules)\n"
+            f"print([tok.encode(s) for s in {SAMPLES!r}])\n"
+            "print('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "FASTBPE_CACHE_DIR": str(cache)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["False", repr(want), "True"]
+
+
+@pytest.mark.parametrize("request_", ["the file's", "another map", "char level"])
+def test_cached_tables_are_used_only_for_what_they_were_built_for(ranks_files, cache,
+                                                                   monkeypatch, request_):
+    # (For a ranks vocabulary the tables do not depend on the map: the refusal is caution.)
+    from fastbpe_nb.model import KernelTables
+
+    load_ids(ranks_files[0])
+    tok = fb.from_tiktoken(ranks_files[0], pattern="cl100k")
+    taken = []
+    real = KernelTables.from_arrays.__func__
+    monkeypatch.setattr(KernelTables, "from_arrays",
+                        classmethod(lambda cls, **kw: taken.append(1) or real(cls, **kw)))
+    sym_map = tok.level.sym_map if request_ != "another map" else \
+        np.arange(256, dtype=np.int32)[::-1].copy()
+    tables = tok.model.tables(sym_map, request_ != "char level", tok.vocab_size)
+    assert taken == ([1] if request_ == "the file's" else [])
+    assert tables.pairs.shape[0] > 0 and tok.model._cached_tables is None
 
 
 def _child_load(path):

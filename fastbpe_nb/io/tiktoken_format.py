@@ -361,18 +361,18 @@ def load_tiktoken(path, pattern, special_tokens=None) -> dict:
         return cached_spec(entry, pattern, special_tokens, path)
     tokens, lines = parse_ranks(data, path)
     spec = ranks_spec(tokens, pattern, special_tokens, path, lines)
-    rank_cache.write(data, spec["model"], path)
+    rank_cache.write(data, spec["model"], spec["byte_order"], path)
     return spec
 
 
 def cached_spec(entry, pattern, special_tokens, source) -> dict:
-    """``ranks_spec``'s result from a validated ``rank_cache`` entry (nothing re-derived)."""
-    from ..model import MergeModel, whole_token_table
+    """``ranks_spec``'s result from a validated ``rank_cache`` entry (nothing re-derived,
+    no kernel run: the encoder's tables come from the entry too)."""
+    from ..model import MergeModel
 
     tokens = entry.tokens()
     specials = _check_specials(special_tokens, len(tokens), source)
     model = MergeModel.from_checked(entry.merges, tokens, "ranks", source)
-    whole = whole_token_table(tokens, (entry.tok_off, entry.tok_data))
-    model.set_rank_pairs(whole, entry.pairs, entry.results)
+    model.set_cached_tables(entry.table_arrays(), entry.sym_map())
     return {"model": model, "pattern": pattern, "special_tokens": specials,
-            "byte_order": [t[0] for t in tokens[:256]], "_source": source}
+            "byte_order": entry.tok_data[:256].tolist(), "_source": source}

@@ -5,24 +5,41 @@ crash the interpreter."""
 
 from rel_harness import run_case
 
-# (array, index or "slice", value) -> the reason the warning must name.
+# (array, index or how, value) -> the reason the warning must name.
 CASES = [
     ("merges", (5, 1), 10**6, "not defined before"),
     ("merges", (5, 0), -1, "not defined before"),
     ("merges", (0, 0), 300, "not defined before"),
     ("merges", "reverse", None, "not defined before"),
     ("merges", "int64", None, "expected int32"),
-    ("pairs", (0, 0), 2**31 - 1, "out of bounds"),
-    ("pairs", (3, 1), -7, "out of bounds"),
-    ("pairs", "one column", None, "out of bounds"),
-    ("results", 0, 5, "out of bounds"),
-    ("results", -1, 10**6, "out of bounds"),
     ("tok_off", -1, 10**9, "do not span"),
     ("tok_off", 280, 0, "empty or its offsets descend"),
     ("tok_data", "drop last", None, "do not span"),
     ("tok_data", 3, 0, "single bytes"),
-    ("pairs", "swap lengths", None, "parts do not add up"),
     ("merges", "swap lengths", None, "length"),
+    # The encoder's hash tables (stored as their sizes, occupied slots and entries): a slot
+    # or an id or rank out of bounds, or no free slot left to end a probe.
+    ("whole_slots", 0, 2**30, "whole-token table"),
+    ("whole_slots", 0, -1, "whole-token table"),
+    ("whole_slots", "drop last", None, "whole-token table"),
+    ("whole_slots", "int64", None, "expected int32"),
+    ("caps", 0, 3, "whole-token table"),
+    ("caps", 1, 2**40, "sizes are out of bounds"),
+    ("caps", 1, 4, "pair-rank table"),
+    ("caps", 2, 2, "short-piece table"),
+    ("pair_slots", 0, 2**30, "pair-rank table"),
+    ("pair_entries", (0, 0), 10**6 << 32, "pair-rank table has an id"),
+    ("pair_entries", (0, 0), -(1 << 40), "pair-rank table has an id"),
+    ("pair_entries", (0, 1), 10**9 << 32, "pair-rank table has an id or rank"),
+    ("pair_entries", "one column", None, "pair-rank table"),
+    ("byte_pairs", "byte pair id", None, "byte-pair table"),
+    ("byte_pairs", "drop last", None, "byte-pair table"),
+    ("short_slots", 0, 2**30, "short-piece table"),
+    ("short_entries", (0, 2), 5 << 60, "wrong id count"),
+    ("short_entries", (0, 2), (1 << 60) | 10**6, "token id out of bounds"),
+    ("short_entries", (0, 0), -1, "short-piece table"),
+    ("sweep_ranks", 0, 10**9, "sweep"),
+    ("sweep_ranks", 0, 0, "pair-rank table has an id or rank"),
 ]
 
 
@@ -50,8 +67,8 @@ def test_inconsistent_cache_arrays_are_rejected(tmp_path):
             a = arrays[name]
             if where == "reverse":
                 a = a[::-1].copy()
-            elif where == "int64":
-                a = a.astype(np.int64)
+            elif where in ("int64", "int32"):
+                a = a.astype(where)
             elif where == "one column":
                 a = a[:, :1].copy()
             elif where == "drop last":
@@ -60,6 +77,9 @@ def test_inconsistent_cache_arrays_are_rejected(tmp_path):
                 lengths = np.diff(arrays["tok_off"])
                 k = int(np.flatnonzero(lengths[a[:, 0]] > 1)[0])
                 a[k, 0] = int(np.flatnonzero(lengths == 1)[0])
+            elif where == "byte pair id":
+                i = int(np.flatnonzero(a != -1)[0])
+                a[i] = ((a[i] >> 32) << 32) | 10**6
             else:
                 a[where] = value
             arrays[name] = a
