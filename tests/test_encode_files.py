@@ -264,6 +264,27 @@ def test_identity_is_recorded(tok, tmp_path):
     assert marker["bin_bytes"] == os.path.getsize(tmp_path / "b" / "in.bin")
 
 
+def test_model_hash_is_computed_once_per_tokenizer(tmp_path, monkeypatch):
+    # Serializing the model costs 0.1 s for o200k: once per tokenizer, not per call. A
+    # tokenizer made from another (other roles) gets its own hash.
+    from fastbpe_nb.io import model_file
+
+    tok = fb.train(DOCS, vocab_size=300, special_tokens=["<|endoftext|>"])
+    calls = []
+    real = model_file.model_to_json
+    monkeypatch.setattr(model_file, "model_to_json", lambda t: calls.append(t) or real(t))
+    write(tmp_path / "in.parquet", DOCS[:20])
+    for out in ("a", "b"):
+        fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / out)
+    assert calls == [tok]
+    other = tok.with_roles(eos="<|endoftext|>")
+    fb.encode_parquet(other, tmp_path / "in.parquet", tmp_path / "c")
+    assert calls == [tok, other]
+    sha = [json.loads(pq.read_schema(tmp_path / out / "in.parquet").metadata[
+        b"fastbpe_nb.encode"])["model_sha256"] for out in "abc"]
+    assert sha[0] == sha[1] != sha[2]
+
+
 def test_resume_reencodes_what_another_model_input_or_option_made(tok, tmp_path):
     other = fb.train(DOCS, vocab_size=300, special_tokens=["<|endoftext|>", "<|pad|>"])
     write(tmp_path / "in.parquet", DOCS[:30])

@@ -128,7 +128,7 @@ def measure(model_paths: dict, sizes=(1 << 20, 16 << 20), entries=ENTRIES,
     rows = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for pattern, path in model_paths.items():
-            tok = fb.load(path)
+            tok = path if isinstance(path, fb.Tokenizer) else fb.load(path)
             longest = max(tok.vocab[: tok.n_regular], key=len).decode("utf-8", "replace")
             callers = _callers(tok, entries, Path(tmp))
             for make in callers.values():  # compile / warm up
@@ -166,12 +166,13 @@ def measure(model_paths: dict, sizes=(1 << 20, 16 << 20), entries=ENTRIES,
     return ([r for r in rows if r["case"] != "prose"] + [r for r in rows if r["case"] == "prose"])
 
 
-def print_table(rows, sizes, source, full_entries=("encode_ordinary",)):
+def print_table(rows, sizes, source, full_entries=("encode_ordinary",),
+                models="models of vocab 1200"):
     """The full table for ``full_entries`` (and the calibration row), then the worst row
     of each entry point for each figure."""
     small, big = (s / 2**20 for s in sizes)
     ratio = f"{big:g}M/{small:g}M"
-    print(f"models of vocab 1200; prose = {source}; best of 3 at each size")
+    print(f"{models}; prose = {source}; best of 3 at each size")
     print(f"{'entry':18} {'pattern':7} {'case':18} {f'MB/s {small:g}M':>9} {f'MB/s {big:g}M':>9} "
           f"{'vs prose':>8} {ratio + ' warm':>12} {ratio + ' cold':>12}")
     for r in rows:
@@ -199,13 +200,29 @@ def main(argv=None):
     ap.add_argument("--patterns", nargs="+", default=list(PATTERNS))
     ap.add_argument("--entries", nargs="+", default=list(ENTRIES), choices=ENTRIES)
     ap.add_argument("--models", help="folder of model_<pattern>.json (default: train them)")
+    ap.add_argument("--tiktoken", nargs="+", metavar="PATTERN=FILE",
+                    help="production vocabularies instead: .tiktoken rank files and their "
+                         "patterns, e.g. cl100k=cl100k_base.tiktoken o200k=o200k_base.tiktoken")
     args = ap.parse_args(argv)
     sizes = tuple(int(s * 2**20) for s in args.sizes)
+    full = ["encode_ordinary"] if "encode_ordinary" in args.entries else args.entries[:1]
+    if args.tiktoken:
+        import fastbpe_nb as fb
+
+        toks = {}
+        for item in args.tiktoken:
+            pattern, path = item.split("=", 1)
+            toks[pattern] = fb.from_tiktoken(path, pattern=pattern)
+        rows = measure(toks, sizes, tuple(args.entries))
+        names = ", ".join(f"{p} ({Path(f.split('=', 1)[1]).name})"
+                          for p, f in zip(toks, args.tiktoken))
+        print_table(rows, sizes, prose_text(1024)[1], full_entries=full,
+                    models=f"production vocabularies {names}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         models = build_models(Path(tmp)) if args.models is None else {
             p: Path(args.models) / f"model_{p}.json" for p in args.patterns}
         rows = measure({p: str(models[p]) for p in args.patterns}, sizes, tuple(args.entries))
-    full = ["encode_ordinary"] if "encode_ordinary" in args.entries else args.entries[:1]
     print_table(rows, sizes, prose_text(1024)[1], full_entries=full)
 
 
