@@ -6,6 +6,11 @@ pieces span words (``pretokenize.SUPERBPE_PATTERN`` by default), encodes every s
 with the stage-1 merges, and runs the same merge kernel on those sequences, with the
 stage-1 vocabulary as its base tokens: new ids follow them, the tie rule and the length
 limit are those of stage 1. ``reference.train_superbpe`` is the specification.
+
+Stage 2's words are mostly unique (whole lines between punctuation), so its table is about
+the size of the corpus. It is trained cut where a pair is too rare to be merged
+(``kernels/pair_cut.py``): the pieces repeat, and the table shrinks to 7-30% of its symbols
+(``cut_table``, ``train_cut``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,15 @@ import numpy as np
 from .byte_level import hf_byte_ranks
 from .errors import TrainingError
 from .merge_loop import UNLIMITED, run_merge_kernel
+from .parallel import call_kernel
 from .tokenizer import Tokenizer
+
+#: Stage 2 is first trained cut at the pairs whose count is below this share of the count
+#: of the k-th most frequent pair (k: the merges it is to make). Where the merges it makes
+#: then run below that threshold before they are done (never seen on the shared corpora:
+#: the last merge's count was 1.6-1.7x the k-th count), it trains again cut at a quarter of
+#: it, down to ``min_frequency`` (exact whatever the threshold; see ``train_cut``).
+THRESHOLD_SHARE = 0.5
 
 
 def check_transition(transition, vocab_size, n_special: int, base: str) -> int:
@@ -80,16 +93,15 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
     # (A segment may end inside a character: the encoder takes bytes, whatever their type.)
     ids, id_offsets, _ = plain.encode_batch_flat(distinct.dictionary.view(pa.large_string()),
                                                  num_threads=num_threads)
-    per_distinct = pa.LargeListArray.from_arrays(pa.array(id_offsets, pa.int64()),
-                                                 pa.array(ids, pa.int32()))
-    per_segment = per_distinct.take(distinct.indices)
-    seg_offsets = per_segment.offsets.to_numpy()
-    seg_offsets = seg_offsets - seg_offsets[0]
-    symbols = per_segment.flatten().to_numpy()
+    # Each segment's ids gathered from its distinct segment's (a kernel: Arrow's list take
+    # cost 48 ms of the 0.1 s of this function on the KJV, NumPy's repeat and arange 25).
+    from .kernels.pair_cut import gather_rows
+
+    symbols, seg_offsets = call_kernel(gather_rows, np.asarray(ids, np.int32),
+                                       np.asarray(id_offsets, np.int64),
+                                       distinct.indices.to_numpy().astype(np.int64))
     # A word's ids start where its first segment's do.
-    sym_offsets = seg_offsets[np.searchsorted(starts, offsets)]
-    # Copies: Arrow's buffers are read-only, and the merge kernel rewrites the symbols.
-    return np.array(symbols, np.int32), np.array(sym_offsets, np.int64)
+    return symbols, seg_offsets[np.searchsorted(starts, offsets)]
 
 
 def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, vocab_size,
@@ -108,14 +120,19 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
         ranks[:256] = hf_byte_ranks()
     tie_mode = {"ids": TIE_RANKS, "hf": TIE_RANKS, "first": TIE_FIRST,
                 "bytes": TIE_BYTES}[tie_break]
-    max_ids = UNLIMITED if vocab_size is None else vocab_size - n_special
+    max_ids = max(n_base, UNLIMITED if vocab_size is None else vocab_size - n_special)
     max_merges = UNLIMITED if num_merges is None else max(0, num_merges - len(stage1.merges))
-    merges, merge_ids, merge_counts = run_merge_kernel(
-        symbols, sym_offsets, np.ascontiguousarray(counts, np.int64), base_bytes, ranks,
-        tie_mode, max_merges, max(max_ids, n_base), max(1, int(min_frequency)),
-        UNLIMITED if max_token_length is None else max_token_length, progress,
-        max_memory=max_memory,
-        base_units=np.fromiter(map(len, base_bytes), np.int64, n_base))
+    base_units = np.fromiter(map(len, base_bytes), np.int64, n_base)
+
+    def train(table, min_count):
+        return run_merge_kernel(*table, base_bytes, ranks, tie_mode, max_merges, max_ids,
+                                min_count, UNLIMITED if max_token_length is None
+                                else max_token_length, progress, max_memory=max_memory,
+                                base_units=base_units)
+
+    merges, merge_ids, merge_counts = train_cut(
+        (symbols, sym_offsets, np.ascontiguousarray(counts, np.int64)), train,
+        max(1, int(min_frequency)), n_base, max_merges, max_ids, report)
     all_counts = np.concatenate([stage1.merge_counts, merge_counts])
     tok = Tokenizer(np.concatenate([stage1.merges, merges]).astype(np.int32), pattern=pattern,
                     special_tokens=special_tokens, tie_break=tie_break,
@@ -126,8 +143,80 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
         report.update({"superbpe_stage1_merges": int(len(stage1.merges)),
                        "superbpe_stage2_merges": int(len(merges)),
                        "superbpe_stage2_words": int(len(counts)),
+                       "superbpe_stage2_symbols": int(len(symbols)),
                        "merges": int(len(tok.merges)), "vocab_size": tok.vocab_size})
     return tok
+
+
+def train_cut(table, train, min_count: int, n_base: int, max_merges: int, max_ids: int,
+              report=None):
+    """``train(cut_table, min_count)``'s merges, which are those of ``train(table,
+    min_count)``: trained on the table cut at the pairs of count below a threshold, with
+    merges of at least that count.
+
+    Why that is exact: a pair of count below ``theta`` in the whole table is never merged
+    while a merge of count ``theta`` or more remains, nor is a pair made across it later
+    (it holds the same adjacency, so its count is at most that pair's), so every merge down
+    to count ``theta`` rewrites the cut table as it rewrites the whole one, with the same
+    counts (the occurrences of a pair of count ``theta`` or more are never cut). First
+    occurrences keep their order too (the pieces are kept in order of first appearance).
+    When the merges made are not all that were asked for (``max_merges`` merges or
+    ``max_ids`` ids) they ran down to ``theta``, and the next merge may be a rarer pair:
+    trained again with a quarter of the threshold, down to ``min_count``, the floor of
+    every merge (then only pairs that can never be merged are cut).
+    """
+    from .kernels.pair_cut import adjacent_pair_counts
+
+    symbols, offsets, counts = table
+    pairs = call_kernel(adjacent_pair_counts, symbols, offsets, counts)
+    theta = first_threshold(pairs[1::2][pairs[0::2] != -1], min(max_merges, max_ids - n_base),
+                            min_count)
+    runs = 0
+    while True:
+        cut = cut_table(symbols, offsets, counts, pairs, theta)
+        merges, merge_ids, merge_counts = train(cut, max(min_count, theta))
+        runs += 1
+        new_ids = int(np.count_nonzero(np.unique(merge_ids) >= n_base))
+        if theta <= min_count or len(merges) >= max_merges or n_base + new_ids >= max_ids:
+            break
+        theta = max(min_count, theta // 4)
+    if report is not None:
+        report["superbpe_stage2_cut"] = {"threshold": int(theta), "rows": int(len(cut[2])),
+                                         "symbols": int(len(cut[0])), "runs": runs}
+    return merges, merge_ids, merge_counts
+
+
+def first_threshold(pair_counts: np.ndarray, n_merges: int, min_count: int) -> int:
+    """``THRESHOLD_SHARE`` of the count of the ``n_merges``-th most frequent pair, at
+    least ``min_count`` (which it is when there are no more pairs than merges)."""
+    if n_merges <= 0 or n_merges >= len(pair_counts):
+        return min_count
+    kth = int(np.partition(pair_counts, len(pair_counts) - n_merges)[len(pair_counts) - n_merges])
+    return max(min_count, int(kth * THRESHOLD_SHARE))
+
+
+def cut_table(symbols, offsets, counts, pairs, theta: int):
+    """``(symbols, offsets, counts)`` of the word table cut between adjacent symbols whose
+    pair count (``pairs``: ``adjacent_pair_counts``) is below ``theta``; pieces of
+    one symbol (no pair) dropped, equal pieces one row with their counts added, in order of
+    first appearance (Arrow's hash-based ``dictionary_encode``)."""
+    import pyarrow as pa
+
+    from .kernels.pair_cut import cut_segments
+
+    starts, segment_word = call_kernel(cut_segments, symbols, offsets, pairs, int(theta))
+    keep = np.diff(starts) > 1
+    pieces = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(starts) - 1,
+        [None, pa.py_buffer(starts * 4), pa.py_buffer(np.ascontiguousarray(symbols))])
+    distinct = pieces.filter(pa.array(keep)).dictionary_encode()
+    rows = distinct.dictionary
+    row_counts = np.zeros(len(rows), dtype=np.int64)
+    np.add.at(row_counts, distinct.indices.to_numpy(), counts[segment_word[keep]])
+    bounds = np.frombuffer(rows.buffers()[1], np.int64)[rows.offset:rows.offset + len(rows) + 1]
+    data = np.frombuffer(rows.buffers()[2], np.uint8)[bounds[0]:bounds[-1]]
+    # Copies: the merge kernel rewrites the symbols; Arrow's buffers are read-only.
+    return (data.view(np.int32).copy(), (bounds - bounds[0]) // 4, row_counts)
 
 
 class Stage2:

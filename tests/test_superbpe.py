@@ -82,6 +82,97 @@ def test_tie_heavy_corpora_match_reference(seed, tie):
         assert tok.encode(doc) == ref.encode(doc, model)
 
 
+# Stage 2 trains on its table cut at pairs rarer than a threshold (superbpe.train_cut). Any
+# threshold gives the reference's merges: a high one makes the merges run out above it, and
+# training starts again lower (down to min_frequency).
+SHARES = [0.25, 1.0, 3.0, 1e9]
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(docs=corpora(), tie=st.sampled_from(TIES), transition=st.integers(256, 270),
+       extra=st.integers(1, 40), min_frequency=st.integers(0, 3),
+       share=st.sampled_from(SHARES))
+def test_any_cut_threshold_gives_the_reference(docs, tie, transition, extra, min_frequency,
+                                               share):
+    from fastbpe_nb import superbpe
+
+    opts = dict(vocab_size=transition + extra, tie_break=tie, min_frequency=min_frequency)
+    model = ref.train_superbpe(docs, transition=transition, **opts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(superbpe, "THRESHOLD_SHARE", share)
+        tok = fb.train(docs, superbpe_transition=transition, **opts)
+    assert_same_model(tok, model)
+
+
+@pytest.mark.parametrize("share", SHARES)
+@pytest.mark.parametrize("tie", TIES)
+def test_cut_threshold_on_tie_heavy_corpora(monkeypatch, share, tie):
+    from fastbpe_nb import superbpe
+
+    monkeypatch.setattr(superbpe, "THRESHOLD_SHARE", share)
+    docs = [doc for seed in range(11, 15) for doc in tie_heavy_corpus(seed, 200)]
+    model = ref.train_superbpe(docs, transition=300, vocab_size=340, tie_break=tie)
+    tok, report = fb.train(docs, vocab_size=340, superbpe_transition=300, tie_break=tie,
+                           return_report=True)
+    assert_same_model(tok, model)
+    cut = report["superbpe_stage2_cut"]
+    if share == 0.25:  # one run on a table really cut (the threshold is 4-6 here)
+        assert cut["runs"] == 1 and cut["threshold"] > 1
+        assert cut["symbols"] < report["superbpe_stage2_symbols"] / 1.1
+    if share >= 3.0:  # too high: the merges ran out above it, trained again lower
+        assert cut["runs"] > 1
+
+
+@settings(max_examples=200 if not NOJIT else 40, deadline=None)
+@given(words=st.lists(st.lists(st.integers(0, 4), max_size=9), min_size=1, max_size=12),
+       counts=st.lists(st.integers(1, 5), min_size=12, max_size=12), theta=st.integers(1, 8))
+def test_cut_table_equals_cutting_by_hand(words, counts, theta):
+    from fastbpe_nb.kernels.pair_cut import adjacent_pair_counts
+    from fastbpe_nb.superbpe import cut_table
+
+    counts = counts[:len(words)]
+    pair_count = {}
+    for w, c in zip(words, counts):
+        for pair in zip(w, w[1:]):
+            pair_count[pair] = pair_count.get(pair, 0) + c
+    want = {}  # piece -> count, in order of first appearance
+    for w, c in zip(words, counts):
+        piece = w[:1]
+        for a, b in zip(w, w[1:]):
+            if pair_count[a, b] < theta:
+                if len(piece) > 1:
+                    want[tuple(piece)] = want.get(tuple(piece), 0) + c
+                piece = []
+            piece.append(b)
+        if len(piece) > 1:
+            want[tuple(piece)] = want.get(tuple(piece), 0) + c
+    symbols = np.array([x for w in words for x in w], dtype=np.int32)
+    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
+    counts = np.array(counts, dtype=np.int64)
+    pairs = adjacent_pair_counts(symbols, offsets, counts)
+    keys, vals = pairs[0::2], pairs[1::2]
+    assert {(k >> 32, k & 0xFFFFFFFF): v for k, v in zip(keys, vals) if k != -1} == pair_count
+    assert 2 * np.count_nonzero(keys != -1) <= len(keys)  # grown when half full
+    sym, off, cnt = cut_table(symbols, offsets, counts, pairs, theta)
+    got = {tuple(sym[a:b].tolist()): int(c) for a, b, c in zip(off[:-1], off[1:], cnt)}
+    assert list(got.items()) == list(want.items())
+
+
+@settings(max_examples=100 if not NOJIT else 20, deadline=None)
+@given(table=st.lists(st.lists(st.integers(0, 99), max_size=5), min_size=1, max_size=8),
+       data=st.data())
+def test_gather_rows(table, data):
+    from fastbpe_nb.kernels.pair_cut import gather_rows
+
+    rows = data.draw(st.lists(st.integers(0, len(table) - 1), max_size=12))
+    values = np.array([x for row in table for x in row], dtype=np.int32)
+    offsets = np.cumsum([0] + [len(row) for row in table]).astype(np.int64)
+    out, out_offsets = gather_rows(values, offsets, np.array(rows, dtype=np.int64))
+    assert [out[a:b].tolist() for a, b in zip(out_offsets[:-1], out_offsets[1:])] == \
+        [table[r] for r in rows]
+
+
 def test_max_token_length_counts_the_bytes_of_stage_one_tokens():
     # Stage 2's base tokens are merged already: a limit of 6 bytes must count their bytes
     # (the kernel's base_units), not one unit per stage-1 token.

@@ -1,0 +1,155 @@
+"""Cutting a word table where no merge can ever join two symbols.
+
+BPE merges the most frequent adjacent pair. A pair whose weighted count is below ``theta``
+in the whole table can never be merged while merges of count ``theta`` or more remain, and
+neither can any pair a merge makes across it: such a pair holds the same adjacency, so its
+count is at most that pair's. Every merge down to count ``theta`` is therefore the same in
+the table with its words cut at those adjacencies. SuperBPE's stage 2 (``superbpe.py``)
+uses this on a table whose words are mostly unique lines: cut at rare adjacencies, the
+pieces repeat, and identical pieces are one row with their counts added.
+"""
+
+import numpy as np
+from numba import njit
+
+from .hashing import EMPTY, _mix, pair_key, table_capacity
+#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
+
+
+@njit(cache=True, nogil=True)
+def _slot(table, key):
+    """Slot of ``key`` in an interleaved table (key at ``2 i``, count at ``2 i + 1``), or
+    the empty slot where it belongs."""
+    mask = (table.shape[0] >> 1) - 1
+    i = _mix(key) & mask
+    while True:
+        k = table[2 * i]
+        if k == key or k == EMPTY:
+            return i
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _grown(table):
+    """The table with twice the slots, every entry placed again."""
+    out = np.full(2 * table.shape[0], EMPTY, dtype=np.int64)
+    out[1::2] = 0
+    for i in range(table.shape[0] >> 1):
+        if table[2 * i] != EMPTY:
+            j = _slot(out, table[2 * i])
+            out[2 * j] = table[2 * i]
+            out[2 * j + 1] = table[2 * i + 1]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def adjacent_pair_counts(symbols, offsets, counts):
+    """Weighted count of every pair of adjacent symbols inside a word.
+
+    Parameters
+    ----------
+    symbols : int32[n]
+        The words' symbols, end to end (ids below 2**31).
+    offsets : int64[n_words + 1]
+        Word boundaries in ``symbols`` (rising from 0 to n; validated by the caller).
+    counts : int64[n_words]
+        How often each word occurs.
+
+    Returns
+    -------
+    table : int64[2 cap]
+        Slot i holds a pair's key ``(left << 32) | right`` at ``2 i`` (``EMPTY``: free) and
+        its count at ``2 i + 1`` (the sum of the counts of the words, once per occurrence
+        in each). At most half the slots are used; key and count share a cache line. It
+        starts at a quarter of the adjacencies (distinct pairs are a third of them in
+        SuperBPE's stage-2 tables) and doubles when half full.
+    """
+    n_words = offsets.shape[0] - 1
+    table = np.full(2 * table_capacity(max(1, (symbols.shape[0] - n_words) // 4)), EMPTY,
+                    dtype=np.int64)
+    table[1::2] = 0
+    used = 0
+    for w in range(n_words):
+        c = counts[w]
+        for i in range(offsets[w] + 1, offsets[w + 1]):
+            key = pair_key(symbols[i - 1], symbols[i])
+            j = _slot(table, key)
+            if table[2 * j] == EMPTY:
+                if 4 * (used + 1) > table.shape[0]:  # over half of the slots
+                    table = _grown(table)
+                    j = _slot(table, key)
+                table[2 * j] = key
+                used += 1
+            table[2 * j + 1] += c
+    return table
+
+
+@njit(cache=True, nogil=True)
+def cut_segments(symbols, offsets, table, theta):
+    """The words cut between adjacent symbols whose pair count (``table`` from
+    ``adjacent_pair_counts`` of the same words) is below ``theta``.
+
+    Returns
+    -------
+    starts : int64[n_segments + 1]
+        Segment boundaries in ``symbols``: every word start is one, the last is n. A word
+        of no symbol gives no segment.
+    segment_word : int64[n_segments]
+        The word each segment belongs to.
+    """
+    n_words = offsets.shape[0] - 1
+    n = symbols.shape[0]
+    starts = np.empty(n + 1, dtype=np.int64)
+    segment_word = np.empty(n, dtype=np.int64)
+    m = 0
+    for w in range(n_words):
+        a = offsets[w]
+        b = offsets[w + 1]
+        if a == b:
+            continue
+        starts[m] = a
+        segment_word[m] = w
+        m += 1
+        for i in range(a + 1, b):
+            if table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] < theta:
+                starts[m] = i
+                segment_word[m] = w
+                m += 1
+    starts[m] = n
+    return starts[: m + 1].copy(), segment_word[:m].copy()
+
+
+@njit(cache=True, nogil=True)
+def gather_rows(values, offsets, rows):
+    """The rows ``rows`` of a CSR table, end to end (SuperBPE's stage-2 words from the ids
+    of their distinct segments).
+
+    Parameters
+    ----------
+    values : int32[m]
+        The table's values, row after row.
+    offsets : int64[n_rows + 1]
+        Row boundaries in ``values`` (rising; validated by the caller).
+    rows : int64[k]
+        Row numbers below ``n_rows``, in the order wanted (repeats allowed).
+
+    Returns
+    -------
+    out : int32[total]
+        The rows' values, end to end.
+    out_offsets : int64[k + 1]
+        Their boundaries in ``out``.
+    """
+    k = rows.shape[0]
+    out_offsets = np.zeros(k + 1, dtype=np.int64)
+    for i in range(k):
+        r = rows[i]
+        out_offsets[i + 1] = out_offsets[i] + offsets[r + 1] - offsets[r]
+    out = np.empty(out_offsets[k], dtype=np.int32)
+    for i in range(k):
+        r = rows[i]
+        o = out_offsets[i]
+        for j in range(offsets[r], offsets[r + 1]):
+            out[o] = values[j]
+            o += 1
+    return out, out_offsets
