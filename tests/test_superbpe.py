@@ -173,6 +173,23 @@ def test_gather_rows(table, data):
         [table[r] for r in rows]
 
 
+@settings(max_examples=100 if not NOJIT else 20, deadline=None)
+@given(words=st.lists(st.binary(max_size=6), min_size=1, max_size=8),
+       joinable=st.lists(st.booleans(), min_size=9, max_size=9))
+def test_bigram_cuts(words, joinable):
+    from fastbpe_nb.kernels.pair_cut import bigram_cuts
+
+    data = np.frombuffer(b"".join(words), dtype=np.uint8) % 3  # bytes 0..2: pairs repeat
+    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
+    table = np.zeros((256, 256), dtype=bool)
+    table[:3, :3] = np.array(joinable).reshape(3, 3)
+    cut = np.zeros(len(data) + 1, dtype=bool)
+    if len(data) > 1:
+        cut[1:-1] = ~table[data[:-1], data[1:]]
+    cut[offsets] = True
+    assert bigram_cuts(data.copy(), offsets, table).tolist() == np.flatnonzero(cut).tolist()
+
+
 def test_max_token_length_counts_the_bytes_of_stage_one_tokens():
     # Stage 2's base tokens are merged already: a limit of 6 bytes must count their bytes
     # (the kernel's base_units), not one unit per stage-1 token.

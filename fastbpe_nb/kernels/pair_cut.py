@@ -153,3 +153,41 @@ def gather_rows(values, offsets, rows):
             out[o] = values[j]
             o += 1
     return out, out_offsets
+
+
+@njit(cache=True, nogil=True)
+def bigram_cuts(data, offsets, joinable):
+    """Segment boundaries of words of bytes cut between two bytes that no token holds side
+    by side (SuperBPE's stage-2 words before they are encoded with the stage-1 merges).
+
+    Parameters
+    ----------
+    data : uint8[n]
+        The words' bytes, end to end.
+    offsets : int64[n_words + 1]
+        Word boundaries in ``data`` (rising from 0 to n; validated by the caller).
+    joinable : bool[256, 256]
+        ``joinable[a, b]``: some token holds byte ``a`` followed by byte ``b``.
+
+    Returns
+    -------
+    starts : int64[n_segments + 1]
+        The sorted distinct positions that are a word boundary (n included) or fall
+        between two bytes that are not joinable.
+    """
+    n = data.shape[0]
+    starts = np.empty(n + 1, dtype=np.int64)
+    m = 0
+    w = 0
+    n_bounds = offsets.shape[0]
+    for i in range(n + 1):
+        cut = False
+        while w < n_bounds and offsets[w] == i:
+            cut = True
+            w += 1
+        if not cut and 0 < i < n and not joinable[data[i - 1], data[i]]:
+            cut = True
+        if cut:
+            starts[m] = i
+            m += 1
+    return starts[:m].copy()
