@@ -111,10 +111,9 @@ def cut_segments(symbols, offsets, table, theta):
         segment_word[m] = w
         m += 1
         for i in range(a + 1, b):
-            if table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] < theta:
-                starts[m] = i
-                segment_word[m] = w
-                m += 1
+            starts[m] = i  # kept when the pair is rare (no branch to mispredict)
+            segment_word[m] = w
+            m += table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] < theta
     starts[m] = n
     return starts[: m + 1].copy(), segment_word[:m].copy()
 
@@ -176,18 +175,20 @@ def bigram_cuts(data, offsets, joinable):
         between two bytes that are not joinable.
     """
     n = data.shape[0]
+    n_words = offsets.shape[0] - 1
     starts = np.empty(n + 1, dtype=np.int64)
     m = 0
-    w = 0
-    n_bounds = offsets.shape[0]
-    for i in range(n + 1):
-        cut = False
-        while w < n_bounds and offsets[w] == i:
-            cut = True
-            w += 1
-        if not cut and 0 < i < n and not joinable[data[i - 1], data[i]]:
-            cut = True
-        if cut:
-            starts[m] = i
+    for w in range(n_words):
+        a = offsets[w]
+        if m == 0 or starts[m - 1] != a:  # an empty word's start is the next one's
+            starts[m] = a
             m += 1
+        for i in range(a + 1, offsets[w + 1]):
+            # Without a branch: written always, kept when the pair is not joinable (a
+            # mispredicted branch per cut cost 2x).
+            starts[m] = i
+            m += 1 - joinable[data[i - 1], data[i]]
+    if m == 0 or starts[m - 1] != n:
+        starts[m] = n
+        m += 1
     return starts[:m].copy()
