@@ -357,20 +357,25 @@ class MergeModel:
 
     def tables(self, sym_map: np.ndarray, byte_level: bool, vocab_size: int) -> KernelTables:
         """The encoder's tables (``byte_level``: with the short-piece table)."""
-        if self._tables is None and self._cached_tables is not None:
-            self._tables = self._take_cached(sym_map, byte_level, vocab_size)
         if self._tables is None:
-            whole, merges, merge_ids = (None, self.merges, self.merge_ids) \
-                if self.mode == "pairs" else self.rank_pairs()
             from .kernels.encode import SHORT_BYTES, SHORT_ID_BITS
 
-            short = []
-            if byte_level and vocab_size < 1 << SHORT_ID_BITS:
-                short = [t for t in self.token_bytes if 2 <= len(t) <= SHORT_BYTES]
+            short_table = byte_level and vocab_size < 1 << SHORT_ID_BITS
             backtrack = None
             if self.mode == "ranks" and byte_level:
                 tokens = self.token_bytes
                 backtrack = lambda: backtrack_tables(tokens)[0]  # noqa: E731 (None: not exact)
+            cached, self._cached_tables = self._cached_tables, None
+            # The cached tables serve only what they were built for: bytes, that symbol map
+            # and (when they hold one) the short-piece table.
+            if cached is not None and byte_level and np.array_equal(sym_map, cached[1]) \
+                    and (short_table or cached[0]["short"].shape[0] == 0):
+                self._tables = KernelTables.from_arrays(**cached[0], backtrack=backtrack)
+                return self._tables
+            whole, merges, merge_ids = (None, self.merges, self.merge_ids) \
+                if self.mode == "pairs" else self.rank_pairs()
+            short = [t for t in self.token_bytes if 2 <= len(t) <= SHORT_BYTES] \
+                if short_table else []
             self._tables = KernelTables(merges, merge_ids, whole, short_tokens=short,
                                         sym_map=sym_map, backtrack=backtrack)
             self._rank_pairs = None  # the tables hold them now
@@ -383,20 +388,6 @@ class MergeModel:
         if self.mode != "ranks":
             raise ValueError("cached tables are the tables of merge_mode='ranks' only")
         self._cached_tables = (arrays, sym_map)
-
-    def _take_cached(self, sym_map, byte_level: bool, vocab_size: int):
-        """The cached tables as KernelTables when they are what ``tables`` would build for
-        these arguments, else None (then built as usual)."""
-        (arrays, cached_map), self._cached_tables = self._cached_tables, None
-        from .kernels.piece_cache import SHORT_ID_BITS
-
-        if not byte_level or not np.array_equal(sym_map, cached_map):
-            return None
-        if arrays["short"].shape[0] and vocab_size >= 1 << SHORT_ID_BITS:
-            return None
-        tokens = self.token_bytes
-        return KernelTables.from_arrays(**arrays,
-                                        backtrack=lambda: backtrack_tables(tokens)[0])
 
     def rank_pairs(self):
         """``ranks`` mode: ``(whole_token_table, split pairs, their tokens)``, the inputs of the
