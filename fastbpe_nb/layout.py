@@ -50,6 +50,14 @@ def make_level(base, pattern, alphabet=None, end_of_word=None, byte_order=None, 
     return CharLevel(pattern, alphabet, end_of_word, source)
 
 
+def byte_sym_map(byte_order) -> np.ndarray:
+    """``int32[256]``: the base id of each byte value, when base id i is the byte
+    ``byte_order[i]`` (the identity for ``range(256)``)."""
+    sym_map = np.empty(256, dtype=np.int32)
+    sym_map[np.asarray(byte_order, dtype=np.int64)] = np.arange(256, dtype=np.int32)
+    return sym_map
+
+
 class ByteLevel:
     """UTF-8 bytes as base symbols, split by ``pattern``; ``byte_order[i]`` is the byte value
     of base id i (None: id = byte value)."""
@@ -66,10 +74,7 @@ class ByteLevel:
             byte_order = None if order == list(range(256)) else order
         self.byte_order = byte_order
         self.base_bytes = [bytes([b]) for b in (byte_order or range(256))]
-        # Base id of each byte value: the identity unless byte_order permutes the bytes.
-        self.sym_map = np.arange(256, dtype=np.int32)
-        if byte_order is not None:
-            self.sym_map[np.asarray(byte_order)] = np.arange(256, dtype=np.int32)
+        self.sym_map = byte_sym_map(byte_order or range(256))
 
     def __eq__(self, other):
         return (isinstance(other, ByteLevel) and self.pattern == other.pattern

@@ -173,6 +173,14 @@ def test_tables_from_the_cache_equal_the_built_ones(ranks_files, cache):
         assert np.array_equal(np.asarray(cached[name]), np.asarray(built[name])), name
 
 
+def test_the_cache_checks_packed_ids_as_the_kernels_pack_them():
+    # rank_cache mirrors the packing (importing the kernels would import Numba): a change
+    # on one side only would let it accept ids the kernels read out of bounds.
+    from fastbpe_nb.kernels.piece_cache import SHORT_ID_BITS, SHORT_MAX_IDS
+
+    assert (rank_cache._ID_BITS, rank_cache._MAX_IDS) == (SHORT_ID_BITS, SHORT_MAX_IDS)
+
+
 def test_a_load_from_the_cache_runs_no_kernel(ranks_files, cache):
     # Not even Numba is imported: the tables come from the file, kernels load at the
     # first encode.

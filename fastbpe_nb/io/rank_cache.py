@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from ..errors import RankCacheWarning
+from ..layout import byte_sym_map
 from .atomic import atomic_write
 
 #: Bump when the arrays or their meaning change: older files are then simply not found.
@@ -87,13 +88,6 @@ class CacheEntry:
         return byte_sym_map(self.tok_data[:256])
 
 
-def byte_sym_map(byte_order) -> np.ndarray:
-    """``sym_map[byte]`` = the id of that byte's token (``layout.ByteLevel``'s map)."""
-    sym_map = np.empty(256, dtype=np.int32)
-    sym_map[np.asarray(byte_order, dtype=np.int64)] = np.arange(256, dtype=np.int32)
-    return sym_map
-
-
 def cache_dir() -> str | None:
     """The cache folder: ``$FASTBPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/fastbpe_nb``, else
     ``~/.cache/fastbpe_nb``; None when ``FASTBPE_CACHE_DIR`` is empty, ``off`` or ``0``."""
@@ -130,7 +124,8 @@ def read(data: bytes, source=None) -> CacheEntry | None:
     folder = cache_dir()
     if folder is None:
         return None
-    path = cache_path(folder, file_key(data))
+    key = file_key(data)
+    path = cache_path(folder, key)
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {name: z[name] for name in _NAMES}
@@ -139,7 +134,7 @@ def read(data: bytes, source=None) -> CacheEntry | None:
         return None
     except Exception as exc:  # noqa: BLE001 - any unreadable file is ignored and rewritten
         return _reject(path, f"unreadable ({type(exc).__name__}: {exc})")
-    reason = check(arrays, file_key(data))
+    reason = check(arrays, key)
     if reason is not None:
         return _reject(path, reason)
     STATS["hits"] += 1
@@ -280,10 +275,11 @@ def write(data: bytes, model, byte_order, source=None) -> None:
         return
     tables = model.tables(byte_sym_map(byte_order), True, len(model.token_bytes)).arrays()
     _, tok_off, tok_data = tables["whole"]
-    arrays = {"key": np.frombuffer(file_key(data), np.uint8), "tok_off": tok_off,
+    key = file_key(data)
+    arrays = {"key": np.frombuffer(key, np.uint8), "tok_off": tok_off,
               "tok_data": tok_data, "merges": np.asarray(model.merges, np.int32),
               **pack_tables(tables)}
-    path = cache_path(folder, file_key(data))
+    path = cache_path(folder, key)
     try:
         os.makedirs(folder, exist_ok=True)
         with atomic_write(path) as f:
