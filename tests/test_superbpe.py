@@ -190,6 +190,26 @@ def test_bigram_cuts(words, joinable):
     assert bigram_cuts(data.copy(), offsets, table).tolist() == np.flatnonzero(cut).tolist()
 
 
+def _superbpe_in_child(docs):
+    tok, report = fb.train(docs, vocab_size=340, superbpe_transition=300, num_threads=2,
+                           return_report=True)
+    return tok.merges.tolist(), report["superbpe_stage2_cut"]
+
+
+def test_training_in_a_forked_child():
+    """The stage-2 matcher runs on parallel blocks for a corpus this size, and stage 2 on
+    a cut table: a child forked after the parent's thread pool ran learns the parent's
+    merges (it runs the serial twins)."""
+    import multiprocessing
+
+    docs = [doc for seed in range(11, 15) for doc in tie_heavy_corpus(seed, 200)]
+    want = _superbpe_in_child(docs)
+    assert want[1]["threshold"] > 1  # the cut table really was used
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        # A timeout: a child that hangs fails the test instead of stalling the run.
+        assert pool.apply_async(_superbpe_in_child, (docs,)).get(timeout=600) == want
+
+
 def test_max_token_length_counts_the_bytes_of_stage_one_tokens():
     # Stage 2's base tokens are merged already: a limit of 6 bytes must count their bytes
     # (the kernel's base_units), not one unit per stage-1 token.
