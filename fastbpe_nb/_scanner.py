@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 # Must agree with PATTERN_* in fastbpe_nb.kernels.scan; the pattern strings whose
-# ``regex.findall`` boundaries the kernel reproduces are pretokenize.NAMED_PATTERNS (which
-# calls this module: this one does not import it back).
-PATTERN_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2}
+# ``regex.findall`` boundaries the kernel reproduces are pretokenize.NAMED_PATTERNS and,
+# under the scanner's name "superbpe" (no model file names it: they store the regex),
+# pretokenize.SUPERBPE_PATTERN (``pretokenize.scanner_name`` maps a pattern to its name
+# here; pretokenize calls this module, which does not import it back).
+PATTERN_IDS = {"gpt2": 0, "cl100k": 1, "o200k": 2, "superbpe": 3}
 #: A single text longer than this (in UTF-8 bytes) is scanned this many bytes at a time
 #: (``scan_prefix_offsets``): the per-piece arrays of one call stay small.
 SEGMENT_BYTES = 2 << 20
@@ -86,7 +88,7 @@ def scan_offsets(data, doc_offsets, name: str, n_threads: int = 1) -> tuple[np.n
         ``int[n_docs + 1]`` non-decreasing byte offsets of the documents in
         ``data`` (``None``: one document, all of ``data``).
     name : str
-        ``"gpt2"``, ``"cl100k"`` or ``"o200k"``.
+        ``"gpt2"``, ``"cl100k"``, ``"o200k"`` or ``"superbpe"`` (``pretokenize.scanner_name``).
     n_threads : int
         Above 1, documents are scanned in parallel blocks (``scan_batch_parallel``; the
         same results; a forked child runs the serial kernel).
@@ -138,21 +140,3 @@ def split(text: str, name: str) -> list[str]:
     piece_offsets, _ = scan_offsets(encoded, None, name)
     bounds = piece_offsets.tolist()
     return [encoded[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def superbpe_offsets(data, doc_offsets, n_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """``scan_offsets`` for SuperBPE's stage-2 pattern (``pretokenize.SUPERBPE_PATTERN``),
-    by its own matcher (``kernels/superbpe_scan.py``); documents in parallel blocks when
-    ``n_threads`` > 1 (the same results; a forked child runs the serial kernel)."""
-    data_array = _as_bytes_array(data)
-    offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
-    stage1, stage2 = class_table()
-    from fastbpe_nb.kernels.superbpe_scan import superbpe_pieces, superbpe_pieces_parallel
-    from fastbpe_nb.parallel import call_kernel, run_parallel
-
-    args = (data_array, offsets, stage1, stage2)
-    n_docs = offsets.shape[0] - 1
-    if n_threads > 1 and n_docs > 1 and offsets[-1] - offsets[0] >= PARALLEL_SCAN_BYTES:
-        return run_parallel(superbpe_pieces_parallel, n_threads, *args,
-                            min(n_docs, 4 * n_threads), serial=(superbpe_pieces, args))
-    return call_kernel(superbpe_pieces, *args)

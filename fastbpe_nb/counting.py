@@ -72,7 +72,7 @@ class WordCounter:
     Parameters
     ----------
     pattern : str or None
-        Pre-tokenization pattern (named patterns use the Numba scanner).
+        Pre-tokenization pattern (named patterns and SuperBPE's use the Numba scanner).
     special_tokens : sequence of str
         Cut out of the text before pre-tokenization and never counted.
     num_threads : int, optional
@@ -140,7 +140,7 @@ class WordCounter:
         self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
         if self.matcher:
             data, doc_offsets = cut_special_tokens(data, doc_offsets, self.matcher)
-        if pretokenize.uses_scanner(self.pattern) and self.kept is None:
+        if pretokenize.scanner_name(self.pattern) is not None and self.kept is None:
             self._count_text(data, doc_offsets)
             return
         from .parallel import default_threads
@@ -198,11 +198,12 @@ class WordCounter:
         return self._store_len + 8 * (self._n + 1) + 8 * self._n + self._n
 
     def _count_text(self, data, doc_offsets):
-        """Scan and count a batch in one pass (named patterns): ``count_text_blocks`` fills
-        the blocks' private tables in parallel, ``merge_text_blocks`` adds them to the
-        global table. Under a memory budget each step is checked before it allocates: the
-        private tables with a bound from the batch's size, each growth of the global table
-        inside the merge kernel, against what the budget leaves (``memory_left``)."""
+        """Scan and count a batch in one pass (the Numba scanner's patterns):
+        ``count_text_blocks`` fills the blocks' private tables in parallel,
+        ``merge_text_blocks`` adds them to the global table. Under a memory budget each
+        step is checked before it allocates: the private tables with a bound from the
+        batch's size, each growth of the global table inside the merge kernel, against what
+        the budget leaves (``memory_left``)."""
         from ._scanner import PATTERN_IDS, class_table, read_only
         from .kernels.count import count_text_blocks, count_text_blocks_serial, merge_text_blocks
         from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
@@ -225,8 +226,9 @@ class WordCounter:
             block_words = min(block_words, max(4096, n_bytes // (8 * n_blocks)))
             self.memory_check(self.private_bytes(n_bytes, n_blocks, block_words))
         stage1, stage2 = class_table()
-        scan = (data, doc_offsets, PATTERN_IDS[self.pattern], stage1, stage2, WINDOW_BYTES,
-                STREAM_BYTES, self.chunk_bytes)
+        pattern_id = PATTERN_IDS[pretokenize.scanner_name(self.pattern)]
+        scan = (data, doc_offsets, pattern_id, stage1, stage2, WINDOW_BYTES, STREAM_BYTES,
+                self.chunk_bytes)
         args = scan + (n_blocks, block_words)
         bounds, done, *tables = run_parallel(count_text_blocks, n_threads, *args,
                                              serial=(count_text_blocks_serial, args))

@@ -181,7 +181,8 @@ def split(text: str, pattern: str | None = "gpt2", keep_gaps: bool = True) -> li
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, not {type(text).__name__}")
     pattern = resolve_pattern(pattern)
-    if uses_scanner(pattern) and len(text) > 64:
+    name = scanner_name(pattern)
+    if name is not None and len(text) > 64:
         try:
             raw = text.encode("utf-8")
         except UnicodeEncodeError:
@@ -189,7 +190,7 @@ def split(text: str, pattern: str | None = "gpt2", keep_gaps: bool = True) -> li
         if raw is not None:
             from ._scanner import scan_offsets
 
-            bounds, _ = scan_offsets(raw, None, pattern)
+            bounds, _ = scan_offsets(raw, None, name)
             bounds = bounds.tolist()
             if len(raw) == len(text):
                 return [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -313,8 +314,22 @@ def split_special(text: str, matcher: SpecialTokenMatcher):
 
 
 def uses_scanner(pattern) -> bool:
-    """True when ``pattern`` is one of the named patterns the Numba scanner implements."""
+    """True when ``pattern`` is one of the named patterns the Numba scanner implements (and
+    text files may be cut at the spaces and newlines ``io/text_files.py`` names)."""
     return isinstance(pattern, str) and resolve_pattern(pattern) in NAMED_PATTERNS
+
+
+def scanner_name(pattern) -> str | None:
+    """The Numba scanner's name for ``pattern`` (``_scanner.PATTERN_IDS``): a named
+    pattern's name, ``"superbpe"`` for ``SUPERBPE_PATTERN``; None when only the ``regex``
+    module splits it. SuperBPE's pattern is scanned, but it is no named pattern: a text
+    cut at a space between words would change its pieces (they span words)."""
+    if not isinstance(pattern, str):
+        return None
+    pattern = resolve_pattern(pattern)
+    if pattern in NAMED_PATTERNS:
+        return pattern
+    return "superbpe" if pattern == SUPERBPE_PATTERN else None
 
 
 def piece_offsets(data, doc_offsets, pattern, n_threads: int = 1):
@@ -328,7 +343,8 @@ def piece_offsets(data, doc_offsets, pattern, n_threads: int = 1):
     doc_offsets : numpy.ndarray
         ``int64[n_docs + 1]``: document boundaries in ``data`` (validated by the caller).
     pattern : str or None
-        A named pattern (Numba scanner), any other regex (``regex`` module), or None.
+        A named pattern or ``SUPERBPE_PATTERN`` (Numba scanner), any other regex (``regex``
+        module), or None.
     n_threads : int
         Threads for the Numba scanner (documents in parallel blocks; the same results).
 
@@ -342,14 +358,11 @@ def piece_offsets(data, doc_offsets, pattern, n_threads: int = 1):
     import numpy as np
 
     pattern = resolve_pattern(pattern)
-    if uses_scanner(pattern):
+    name = scanner_name(pattern)
+    if name is not None:
         from ._scanner import scan_offsets
 
-        return scan_offsets(data, doc_offsets, pattern, n_threads)
-    if pattern == SUPERBPE_PATTERN:
-        from ._scanner import superbpe_offsets
-
-        return superbpe_offsets(data, doc_offsets, n_threads)
+        return scan_offsets(data, doc_offsets, name, n_threads)
     n_docs = len(doc_offsets) - 1
     if pattern is None:
         lengths = np.diff(doc_offsets)

@@ -98,9 +98,10 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
                                                  num_threads=num_threads)
     # Each segment's ids gathered from its distinct segment's (a kernel: Arrow's list take
     # cost 48 ms of the 0.1 s of this function on the KJV, NumPy's repeat and arange 25).
+    # (Arrow's int32 indices as they are: a copy to int64 took 0.16 s of 100 MB of code.)
     symbols, seg_offsets = call_kernel(gather_rows, np.asarray(ids, np.int32),
                                        np.asarray(id_offsets, np.int64),
-                                       distinct.indices.to_numpy().astype(np.int64))
+                                       distinct.indices.to_numpy(zero_copy_only=False))
     # A word's ids start where its first segment's do.
     return symbols, seg_offsets[np.searchsorted(starts, offsets)]
 
@@ -199,21 +200,30 @@ def first_threshold(pair_counts: np.ndarray, n_merges: int, min_count: int) -> i
 def cut_table(symbols, offsets, counts, pairs, theta: int):
     """``(symbols, offsets, counts)`` of the word table cut between adjacent symbols whose
     pair count (``pairs``: ``adjacent_pair_counts``) is below ``theta``; pieces of
-    one symbol (no pair) dropped, equal pieces one row with their counts added, in order of
+    one symbol dropped, equal pieces one row with their counts added, in order of
     first appearance (Arrow's hash-based ``dictionary_encode``)."""
     import pyarrow as pa
 
-    from .kernels.pair_cut import cut_segments
+    from .kernels.pair_cut import frequent_pairs, kept_pieces
 
-    starts, segment_word = call_kernel(cut_segments, symbols, offsets, pairs, int(theta))
-    keep = np.diff(starts) > 1
+    # Looked up in a table of the frequent pairs alone (see frequent_pairs); the kept
+    # pieces come out compact, so the one-symbol pieces (most of them) never take memory.
+    frequent = call_kernel(frequent_pairs, pairs, int(theta))
+    symbols, starts, piece_counts = call_kernel(kept_pieces, symbols, offsets,
+                                                np.ascontiguousarray(counts, np.int64),
+                                                frequent, int(theta))
     pieces = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(starts) - 1,
-        [None, pa.py_buffer(starts * 4), pa.py_buffer(np.ascontiguousarray(symbols))])
-    distinct = pieces.filter(pa.array(keep)).dictionary_encode()
+        [None, pa.py_buffer(starts * 4), pa.py_buffer(symbols)])
+    distinct = pieces.dictionary_encode()
     rows = distinct.dictionary
-    row_counts = np.zeros(len(rows), dtype=np.int64)
-    np.add.at(row_counts, distinct.indices.to_numpy(), counts[segment_word[keep]])
+    indices = distinct.indices.to_numpy()
+    if float(piece_counts.sum()) < 2.0**52:  # float64 sums exact: bincount (add.at is 5x)
+        row_counts = np.bincount(indices, weights=piece_counts, minlength=len(rows))
+        row_counts = row_counts.astype(np.int64)
+    else:
+        row_counts = np.zeros(len(rows), dtype=np.int64)
+        np.add.at(row_counts, indices, piece_counts)
     bounds = np.frombuffer(rows.buffers()[1], np.int64)[rows.offset:rows.offset + len(rows) + 1]
     data = np.frombuffer(rows.buffers()[2], np.uint8)[bounds[0]:bounds[-1]]
     # Copies: the merge kernel rewrites the symbols; Arrow's buffers are read-only.

@@ -27,7 +27,9 @@ from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
 
 from fbtest import NOJIT
 
-PATTERNS = ["gpt2", "cl100k", "o200k"]
+#: The scanner's patterns: the named ones and SuperBPE's stage-2 regex (scanned, not named).
+PATTERNS = ["gpt2", "cl100k", "o200k", pretokenize.SUPERBPE_PATTERN]
+PATTERN_IDS_FOR_TESTS = [pretokenize.scanner_name(p) for p in PATTERNS]
 EXAMPLES = 40 if NOJIT else 200
 CORPORA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "corpora")
 
@@ -55,7 +57,8 @@ def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial
     counter = counter or WordCounter(pattern)
     stage1, stage2 = class_table()
     kernel = count_text_blocks_serial if serial else count_text_blocks
-    scan = (data, offsets, PATTERN_IDS[pattern], stage1, stage2, WINDOW_BYTES, STREAM_BYTES,
+    scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
+            WINDOW_BYTES, STREAM_BYTES,
             chunk_bytes)
     bounds, done, *tables = kernel(*scan, n_blocks, block_words)
     (counter._keys, counter._store, counter._store_len, counter._off, counter._count,
@@ -88,7 +91,7 @@ def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, ch
     assert n_pieces == sum(want.values())
 
 
-@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("pattern", PATTERNS, ids=PATTERN_IDS_FOR_TESTS)
 def test_one_pass_matches_two_steps_on_real_text(pattern):
     """The shared corpora (English, German, Russian, Chinese, KJV) as one batch of one huge
     document and as many documents, with small and production tunables, in two batches

@@ -50,7 +50,7 @@ KERNEL_CONSTANTS = {
         "FOLD_S", "FOLD_D", "FOLD_M", "FOLD_T", "FOLD_L", "FOLD_V", "FOLD_E", "FOLD_R")),
     *(f"fastbpe_nb.kernels.scan:{name}" for name in (
         # Pattern ids agreed with _scanner.PATTERN_IDS.
-        "PATTERN_GPT2", "PATTERN_CL100K", "PATTERN_O200K",
+        "PATTERN_GPT2", "PATTERN_CL100K", "PATTERN_O200K", "PATTERN_SUPERBPE",
         # The ASCII flag bits above the table's 16 bits, and masks combining class bits.
         "CH_SPACE", "CH_CRLF", "CH_APOSTROPHE", "CH_SLASH", "CH_END",
         "_NOT_OTHER", "_NOT_PREFIX", "_FOLD_ONE_LETTER", "_UNFOLD", "_UNFOLD_UNCASED",

@@ -124,14 +124,9 @@ def test_cut_threshold_on_tie_heavy_corpora(monkeypatch, share, tie):
         assert cut["runs"] > 1
 
 
-@settings(max_examples=200 if not NOJIT else 40, deadline=None)
-@given(words=st.lists(st.lists(st.integers(0, 4), max_size=9), min_size=1, max_size=12),
-       counts=st.lists(st.integers(1, 5), min_size=12, max_size=12), theta=st.integers(1, 8))
-def test_cut_table_equals_cutting_by_hand(words, counts, theta):
-    from fastbpe_nb.kernels.pair_cut import adjacent_pair_counts
-    from fastbpe_nb.superbpe import cut_table
-
-    counts = counts[:len(words)]
+def cut_by_hand(words, counts, theta):
+    """``(pair counts, {piece: count})``: the words cut at pairs counted below ``theta``,
+    pieces of one symbol dropped, in order of first appearance."""
     pair_count = {}
     for w, c in zip(words, counts):
         for pair in zip(w, w[1:]):
@@ -147,16 +142,57 @@ def test_cut_table_equals_cutting_by_hand(words, counts, theta):
             piece.append(b)
         if len(piece) > 1:
             want[tuple(piece)] = want.get(tuple(piece), 0) + c
+    return pair_count, want
+
+
+def cut_by_kernels(words, counts, theta):
+    from fastbpe_nb.kernels.pair_cut import adjacent_pair_counts
+    from fastbpe_nb.superbpe import cut_table
+
     symbols = np.array([x for w in words for x in w], dtype=np.int32)
     offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
-    counts = np.array(counts, dtype=np.int64)
-    pairs = adjacent_pair_counts(symbols, offsets, counts)
+    pairs = adjacent_pair_counts(symbols, offsets, np.array(counts, dtype=np.int64))
+    sym, off, cnt = cut_table(symbols, offsets, np.array(counts, dtype=np.int64), pairs, theta)
+    assert off[0] == 0 and off[-1] == len(sym) and (np.diff(off) >= 2).all()
+    return pairs, {tuple(sym[a:b].tolist()): int(c) for a, b, c in zip(off[:-1], off[1:], cnt)}
+
+
+@settings(max_examples=200 if not NOJIT else 40, deadline=None)
+@given(words=st.lists(st.lists(st.integers(0, 4), max_size=9), min_size=1, max_size=12),
+       counts=st.lists(st.integers(1, 5), min_size=12, max_size=12), theta=st.integers(1, 8))
+def test_cut_table_equals_cutting_by_hand(words, counts, theta):
+    counts = counts[:len(words)]
+    pair_count, want = cut_by_hand(words, counts, theta)
+    pairs, got = cut_by_kernels(words, counts, theta)
     keys, vals = pairs[0::2], pairs[1::2]
     assert {(k >> 32, k & 0xFFFFFFFF): v for k, v in zip(keys, vals) if k != -1} == pair_count
     assert 2 * np.count_nonzero(keys != -1) <= len(keys)  # grown when half full
-    sym, off, cnt = cut_table(symbols, offsets, counts, pairs, theta)
-    got = {tuple(sym[a:b].tolist()): int(c) for a, b, c in zip(off[:-1], off[1:], cnt)}
     assert list(got.items()) == list(want.items())
+
+
+def test_cut_table_with_many_distinct_pieces():
+    """Thousands of distinct pieces (the kernel's row table and its slots grow several
+    times), repeats among them, and every piece length from 2 to 40."""
+    rng = np.random.default_rng(3)
+    words = [rng.integers(0, 60, rng.integers(0, 41)).tolist() for _ in range(6000)]
+    words += words[:2000]  # repeated words: rows whose counts add up
+    counts = rng.integers(1, 4, len(words)).tolist()
+    sizes = []
+    for theta in (1, 90, 110):  # no cut; about half the pairs cut; most cut
+        got = cut_by_kernels(words, counts, theta)[1]
+        want = cut_by_hand(words, counts, theta)[1]
+        assert list(got.items()) == list(want.items())
+        sizes.append(len(got))
+    # Uncut, the distinct words; cut, more distinct pieces; cut nearly everywhere, few.
+    assert sizes[1] > sizes[0] > 5000 and 100 < sizes[2] < sizes[0], sizes
+
+
+def test_cut_table_counts_past_float_precision():
+    """Counts whose sum passes 2**52 are added as integers (not through float64)."""
+    words = [[1, 2, 3], [1, 2], [7, 1, 2], [3, 3]]
+    counts = [2**60 + 1, 2**60 + 3, 5, 2**61 + 7]
+    assert cut_by_kernels(words, counts, 2)[1] == cut_by_hand(words, counts, 2)[1]
+    assert cut_by_kernels(words, counts, 2)[1][1, 2] == 2**60 + 3  # not a float64
 
 
 @settings(max_examples=100 if not NOJIT else 20, deadline=None)
@@ -168,9 +204,10 @@ def test_gather_rows(table, data):
     rows = data.draw(st.lists(st.integers(0, len(table) - 1), max_size=12))
     values = np.array([x for row in table for x in row], dtype=np.int32)
     offsets = np.cumsum([0] + [len(row) for row in table]).astype(np.int64)
-    out, out_offsets = gather_rows(values, offsets, np.array(rows, dtype=np.int64))
-    assert [out[a:b].tolist() for a, b in zip(out_offsets[:-1], out_offsets[1:])] == \
-        [table[r] for r in rows]
+    for dtype in (np.int64, np.int32):  # Arrow's dictionary indices are int32
+        out, out_offsets = gather_rows(values, offsets, np.array(rows, dtype=dtype))
+        assert [out[a:b].tolist() for a, b in zip(out_offsets[:-1], out_offsets[1:])] == \
+            [table[r] for r in rows]
 
 
 @settings(max_examples=100 if not NOJIT else 20, deadline=None)
@@ -359,16 +396,17 @@ def test_cli_train_superbpe(tmp_path):
     assert np.array_equal(tok.merges, want.merges) and tok.pattern == SUPERBPE_PATTERN
 
 
-# The stage-2 pattern's own Numba matcher (kernels/superbpe_scan.py) against regex.findall.
+# The scanner's matcher of the stage-2 pattern (kernels/scan.py, pieces_superbpe) against
+# regex.findall (tests/test_scan.py runs all its window and stream tests on it too).
 
 def matcher_pieces(texts, n_threads=1):
-    from fastbpe_nb._scanner import superbpe_offsets
+    from fastbpe_nb._scanner import scan_offsets
 
     raw = [t.encode("utf-8", "surrogateescape") for t in texts]
     offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum([len(r) for r in raw], out=offsets[1:])
     data = b"".join(raw)
-    pieces, doc_pieces = superbpe_offsets(data, offsets, n_threads)
+    pieces, doc_pieces = scan_offsets(data, offsets, "superbpe", n_threads)
     out = []
     for d in range(len(texts)):
         bounds = pieces[doc_pieces[d]:doc_pieces[d + 1] + 1]
@@ -417,8 +455,9 @@ def test_stage_two_matcher_on_corpora_in_parallel_blocks():
 def test_parallel_matcher_equals_serial(texts, n_blocks, skip):
     """Every block count (up to one per document), empty documents, a batch that does not
     start at byte 0: the same pieces and document offsets as the serial kernel."""
-    from fastbpe_nb._scanner import class_table
-    from fastbpe_nb.kernels.superbpe_scan import superbpe_pieces, superbpe_pieces_parallel
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb.kernels.scan import (PATTERN_SUPERBPE, STREAM_BYTES, WINDOW_BYTES,
+                                         scan_batch, scan_batch_parallel)
 
     raw = [t.encode("utf-8", "surrogateescape") for t in texts]
     offsets = np.zeros(len(raw) + 1, dtype=np.int64)
@@ -426,8 +465,10 @@ def test_parallel_matcher_equals_serial(texts, n_blocks, skip):
     data = np.frombuffer(b"#" * skip + b"".join(raw), dtype=np.uint8)
     offsets += skip
     stage1, stage2 = class_table()
-    want = superbpe_pieces(data, offsets, stage1, stage2)
-    got = superbpe_pieces_parallel(data, offsets, stage1, stage2, min(n_blocks, len(raw)))
+    assert PATTERN_IDS["superbpe"] == PATTERN_SUPERBPE
+    args = (data, offsets, PATTERN_SUPERBPE, stage1, stage2, WINDOW_BYTES, STREAM_BYTES)
+    want = scan_batch(*args)
+    got = scan_batch_parallel(*args, min(n_blocks, len(raw)))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 

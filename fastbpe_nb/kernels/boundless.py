@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 500e9f224101cd4ffdba24d7eb4c83fd9126be82dd7847aaf5cfe13e6b3e0130
+#: kernel cache stamp: d110c9322572ec90bc4fd648dd094e1f79863bea341fd0c1f1de0d0f6d080157
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: 500e9f224101cd4ffdba24d7eb4c83fd9126be82dd7847aaf5cfe13e6b3e0130
+#: kernel cache stamp: d110c9322572ec90bc4fd648dd094e1f79863bea341fd0c1f1de0d0f6d080157
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -192,8 +192,11 @@ def _safe_cut(data, lo, hi):
     precedes and an ASCII graphic character other than ``/`` follows, or -1.
 
     No piece of the named patterns spans such a point (``io/text_files.py`` says why; this
-    is the ASCII part of its ``safe_cut`` rule), so the text on either side can be scanned
-    as two documents with the same pieces. ``lo - 2`` must lie in the same document.
+    is the ASCII part of its ``safe_cut`` rule), nor of SuperBPE's stage-2 pattern (its
+    pieces hold a newline only in a run of them or at the end of a punctuation run, whose
+    ``[\\r\\n/]*`` tail stops at a graphic character other than ``/``), so the text on
+    either side can be scanned as two documents with the same pieces. ``lo - 2`` must lie
+    in the same document.
     """
     for i in range(lo, hi):
         if data[i - 1] == 10:

@@ -85,37 +85,100 @@ def adjacent_pair_counts(symbols, offsets, counts):
 
 
 @njit(cache=True, nogil=True)
-def cut_segments(symbols, offsets, table, theta):
-    """The words cut between adjacent symbols whose pair count (``table`` from
-    ``adjacent_pair_counts`` of the same words) is below ``theta``.
+def frequent_pairs(table, theta):
+    """The pairs of ``table`` (``adjacent_pair_counts``) counted ``theta`` times or more, in
+    a table of the same layout sized for them alone (at most half full).
+
+    ``kept_pieces`` looks every adjacency up: in the whole table (tens of MB for 100 MB
+    of code, a cache miss per look-up) that cost as much as counting the pairs, while the
+    pairs it keeps are a few percent of them and fit in the CPU's cache. A pair missing
+    here reads as count 0, below any ``theta >= 1``, as it should.
+
+    Parameters
+    ----------
+    table : int64[2 cap]
+        Interleaved ``(key, count)`` slots, ``EMPTY`` keys free.
+    theta : int
+        The least count kept.
 
     Returns
     -------
-    starts : int64[n_segments + 1]
-        Segment boundaries in ``symbols``: every word start is one, the last is n. A word
-        of no symbol gives no segment.
-    segment_word : int64[n_segments]
-        The word each segment belongs to.
+    int64[2 cap']
+        The same layout; free slots hold count 0.
+    """
+    n = 0
+    for i in range(table.shape[0] >> 1):
+        if table[2 * i] != EMPTY and table[2 * i + 1] >= theta:
+            n += 1
+    out = np.full(2 * table_capacity(n), EMPTY, dtype=np.int64)
+    out[1::2] = 0
+    for i in range(table.shape[0] >> 1):
+        if table[2 * i] != EMPTY and table[2 * i + 1] >= theta:
+            j = _slot(out, table[2 * i])
+            out[2 * j] = table[2 * i]
+            out[2 * j + 1] = table[2 * i + 1]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def kept_pieces(symbols, offsets, counts, table, theta):
+    """The words cut between adjacent symbols whose pair count in ``table`` is below
+    ``theta``, without the pieces of one symbol, copied end to end with their words'
+    counts (equal pieces are not merged here).
+
+    Parameters
+    ----------
+    symbols : int32[n]
+        The words' symbols, end to end.
+    offsets : int64[n_words + 1]
+        Word boundaries in ``symbols`` (rising from 0 to n; validated by the caller).
+    counts : int64[n_words]
+        How often each word occurs.
+    table : int64[2 cap]
+        Interleaved ``(key, count)`` pair slots (``frequent_pairs``; a pair that is
+        missing reads as count 0).
+    theta : int
+        Pairs counted fewer times are cut.
+
+    Returns
+    -------
+    piece_symbols : int32[m]
+        The kept pieces' symbols, end to end, in order.
+    piece_offsets : int64[n_pieces + 1]
+        Their boundaries in ``piece_symbols`` (from 0; every piece holds 2 symbols or more).
+    piece_counts : int64[n_pieces]
+        The count of each piece's word.
     """
     n_words = offsets.shape[0] - 1
     n = symbols.shape[0]
-    starts = np.empty(n + 1, dtype=np.int64)
-    segment_word = np.empty(n, dtype=np.int64)
-    m = 0
+    out = np.empty(n, dtype=np.int32)
+    out_offsets = np.zeros(n // 2 + 2, dtype=np.int64)
+    out_counts = np.empty(n // 2 + 1, dtype=np.int64)
+    m = 0  # pieces kept
+    at = 0  # where the piece being built starts in ``out``
     for w in range(n_words):
         a = offsets[w]
         b = offsets[w + 1]
         if a == b:
             continue
-        starts[m] = a
-        segment_word[m] = w
-        m += 1
-        for i in range(a + 1, b):
-            starts[m] = i  # kept when the pair is rare (no branch to mispredict)
-            segment_word[m] = w
-            m += table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] < theta
-    starts[m] = n
-    return starts[: m + 1].copy(), segment_word[:m].copy()
+        c = counts[w]
+        out[at] = symbols[a]
+        length = 1
+        # Without a branch per adjacency (about half are cut, unpredictably): every step
+        # writes the candidate offset, count and symbol, and the flags decide what counts.
+        for i in range(a + 1, b + 1):
+            cut = 1
+            if i < b:
+                cut = table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] < theta
+            kept = cut & (length >= 2)
+            out_offsets[m + 1] = at + length
+            out_counts[m] = c
+            m += kept
+            at += length * kept
+            if i < b:
+                out[at + length * (1 - cut)] = symbols[i]
+            length = (length + 1) * (1 - cut) + cut
+    return out[:at].copy(), out_offsets[: m + 1].copy(), out_counts[:m].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -129,7 +192,7 @@ def gather_rows(values, offsets, rows):
         The table's values, row after row.
     offsets : int64[n_rows + 1]
         Row boundaries in ``values`` (rising; validated by the caller).
-    rows : int64[k]
+    rows : int32[k] or int64[k]
         Row numbers below ``n_rows``, in the order wanted (repeats allowed).
 
     Returns

@@ -1,4 +1,4 @@
-"""Numba pre-tokenizer kernels: exact ``regex.findall`` boundaries for three patterns.
+"""Numba pre-tokenizer kernels: exact ``regex.findall`` boundaries for four patterns.
 
 Each document is processed in two passes:
 
@@ -10,7 +10,7 @@ Each document is processed in two passes:
    Three ``CH_END`` sentinels follow the last character, so runs stop by
    themselves and two characters of lookahead never need a bounds check.
 2. One hand-written matcher per pattern (:func:`pieces_gpt2`,
-   :func:`pieces_cl100k`, :func:`pieces_o200k`) walks the class words and
+   :func:`pieces_cl100k`, :func:`pieces_o200k`, :func:`pieces_superbpe`) walks the class words and
    reproduces the ``regex`` engine's leftmost-alternative, greedy, possessive
    and backtracking behaviour for that pattern.  Backtracking is never
    re-executed: the forward scan of a run remembers where a backtrack would
@@ -23,7 +23,8 @@ the hot loops live in a handful of functions that take arrays once per
 document, and the small shared helpers take scalars only.
 
 Pattern ids (``fastbpe_nb.pretokenize.NAMED_PATTERNS`` holds the strings):
-0 = gpt2, 1 = cl100k, 2 = o200k.
+0 = gpt2, 1 = cl100k, 2 = o200k; 3 = SuperBPE's stage-2 pattern
+(``pretokenize.SUPERBPE_PATTERN``, a regex string that has no name in model files).
 
 Facts the matchers rely on (all checked by the differential tests):
 
@@ -62,6 +63,7 @@ from .unicode_classes import (
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
 PATTERN_O200K = 2
+PATTERN_SUPERBPE = 3  # pretokenize.SUPERBPE_PATTERN (a regex string, not a name)
 
 INVALID_CODE_POINT = -1
 
@@ -585,6 +587,84 @@ def pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n
     return n_pieces, i
 
 
+@njit(cache=True, nogil=True, inline="always")
+def superbpe_piece_end(words, i, n_chars):
+    """End (character index) of the SuperBPE stage-2 piece that starts at character ``i``
+    (it reads the class words up to two characters past the end it returns)."""
+    w = words[i]
+    if (w & CLS_N) != 0:
+        j = i + 1
+        while j < i + 3 and (words[j] & CLS_N) != 0:
+            j += 1
+        return j
+    start = -1  # start of a punctuation run of >= 2, the optional space before it
+    if (w & CH_SPACE) != 0 and (words[i + 1] & _NOT_OTHER) == 0 and (words[i + 2] & _NOT_OTHER) == 0:
+        start = i + 1
+    elif (w & _NOT_OTHER) == 0 and (words[i + 1] & _NOT_OTHER) == 0:
+        start = i
+    if start >= 0:
+        j = start + 2
+        while (words[j] & _NOT_OTHER) == 0:
+            j += 1
+        while (words[j] & (CH_CRLF | CH_SLASH)) != 0:
+            j += 1
+        return j
+    if (w & CH_SPACE) != 0:
+        r = i + 1
+        while (words[r] & CH_SPACE) != 0:
+            r += 1
+        if r == n_chars or (words[r] & CLS_WS) != 0:
+            return r
+        if r - 1 > i:
+            return r - 1  # the last space stays for the non-space after it
+    if (w & CH_CRLF) != 0:
+        j = i + 1
+        while (words[j] & CH_CRLF) != 0:
+            j += 1
+        return j
+    # The gap: up to the next position where one of the four cut alternatives matches (a
+    # number, a line break, two "other" characters, a space before whitespace or the end, or
+    # before two "other" characters). Written out here: a helper called per character with
+    # the array costs its reference counting, 4x the loop's own work (60 -> 240 MB/s).
+    j = i + 1
+    while j < n_chars:
+        w = words[j]
+        if (w & (CLS_N | CH_CRLF)) != 0:
+            break
+        w1 = words[j + 1]
+        if (w & _NOT_OTHER) == 0:
+            if (w1 & _NOT_OTHER) == 0:
+                break
+        elif (w & CH_SPACE) != 0:
+            if j + 1 == n_chars or (w1 & CLS_WS) != 0:
+                break
+            if (w1 & _NOT_OTHER) == 0 and (words[j + 2] & _NOT_OTHER) == 0:
+                break
+        j += 1
+    return j
+
+
+@njit(cache=True, nogil=True)
+def pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
+    """Append the SuperBPE stage-2 piece ends of one decoded window.
+
+    ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]{2,}[\\r\\n/]*| +(?!\\S)|[\\r\\n]+|gap``, the gap being
+    ``(?:(?!<the first four>)[\\s\\S])+`` (``pretokenize.SUPERBPE_PATTERN``). Same
+    parameters and results as :func:`pieces_gpt2`; a piece is emitted only when the window
+    holds the two characters after its end, which is as far as
+    :func:`superbpe_piece_end` looks.
+    """
+    i = 0
+    while i < n_chars:
+        j = superbpe_piece_end(words, i, n_chars)
+        if truncated and j + 2 >= n_chars:
+            break
+        n_pieces += 1
+        piece_offsets[n_pieces] = char_offsets[j]
+        i = j
+    return n_pieces, i
+
+
 @njit(cache=True, nogil=True)
 def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stream_bytes):
     """Pre-token boundaries of every document of a batch.
@@ -600,7 +680,7 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
         its end; a UTF-8 sequence cut by a document end is invalid).  Not
         bounds-checked here: validate at the Python boundary.
     pattern_id : int
-        0 = gpt2, 1 = cl100k, 2 = o200k.
+        0 = gpt2, 1 = cl100k, 2 = o200k, 3 = SuperBPE's stage 2.
     stage1 : numpy.ndarray
         ``uint16[4352]`` from ``fastbpe_nb.unicode_tables.load_class_table``.
     stage2 : numpy.ndarray
@@ -625,8 +705,8 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
         ``doc_piece_offsets[d]:doc_piece_offsets[d + 1]``;
         ``doc_piece_offsets[n_docs] == n_pieces``.
     """
-    if pattern_id < 0 or pattern_id > 2:
-        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
+    if pattern_id < 0 or pattern_id > 3:
+        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k), 2 (o200k) or 3 (superbpe)")
     if window_bytes < 1 or stream_bytes < 1:
         raise ValueError("window_bytes and stream_bytes must be positive")
     n_docs = doc_offsets.shape[0] - 1
@@ -668,8 +748,8 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
     the regions are then joined serially, in block order. Parameters as ``scan_batch``,
     plus ``n_blocks >= 1``.
     """
-    if pattern_id < 0 or pattern_id > 2:
-        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
+    if pattern_id < 0 or pattern_id > 3:
+        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k), 2 (o200k) or 3 (superbpe)")
     if window_bytes < 1 or stream_bytes < 1 or n_blocks < 1:
         raise ValueError("window_bytes, stream_bytes and n_blocks must be positive")
     n_docs = doc_offsets.shape[0] - 1
@@ -803,7 +883,11 @@ def _match(pattern_id, data, words, char_offsets, n_chars, truncated, piece_offs
     if pattern_id == PATTERN_CL100K:
         return pieces_cl100k(data, words, char_offsets, n_chars, truncated, piece_offsets,
                              n_pieces)
-    return pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces)
+    if pattern_id == PATTERN_O200K:
+        return pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets,
+                            n_pieces)
+    return pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets,
+                           n_pieces)
 
 
 #: Characters kept at each end of a shortened stretch (contractions look 3 ahead).
@@ -916,8 +1000,8 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, window_byte
     next_start : int
         ``piece_offsets[-1]``: where the next call starts (``end`` when done).
     """
-    if pattern_id < 0 or pattern_id > 2:
-        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k) or 2 (o200k)")
+    if pattern_id < 0 or pattern_id > 3:
+        raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k), 2 (o200k) or 3 (superbpe)")
     if not 0 <= start < end <= data.shape[0] or limit <= start:
         raise ValueError("need 0 <= start < end <= len(data) and limit > start")
     if window_bytes < 1 or stream_bytes < 1:
