@@ -111,6 +111,9 @@ class WordCounter:
         self.memory_left = None
         #: True once a refused growth left the table part-merged (its counts are wrong).
         self.broken = False
+        #: A ``threading.Event``: once set, ``add_batch`` raises ``errors.Cancelled`` (a
+        #: counting job in a background thread, stopped by its owner between two batches).
+        self.cancel = None
         #: ``count_text_blocks``' tunables (see COUNT_CHUNK_BYTES), read at each batch.
         self.chunk_bytes = COUNT_CHUNK_BYTES
         self.block_words = COUNT_BLOCK_WORDS
@@ -128,6 +131,10 @@ class WordCounter:
 
         Documents holding a special token are cut at it first (the token is dropped).
         """
+        if self.cancel is not None and self.cancel.is_set():
+            from .errors import Cancelled
+
+            raise Cancelled("counting cancelled")
         if self.broken:
             raise RuntimeError("this WordCounter's table was left part-merged by a refused "
                                "growth (MemoryBudgetError): its counts cannot be used")

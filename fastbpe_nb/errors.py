@@ -179,3 +179,9 @@ class TokenRoleError(FastBPEError, ValueError):
 class RankCacheWarning(UserWarning):
     """The on-disk cache of loaded ranks files (``io.rank_cache``) was skipped: a cache file
     failed validation (it is rebuilt) or the cache folder cannot be written."""
+
+
+class Cancelled(Exception):
+    """Internal: a background job (SuperBPE's stage-2 counting while stage 1 merges) was
+    stopped by its owner between two batches. Never reaches a caller: the owner raised
+    its own error first."""

@@ -185,3 +185,29 @@ def _iter(texts):
         return
     for t in texts:
         yield t, 1
+
+
+#: ``train``'s options that SentencePiece-style training takes.
+_SENTENCEPIECE_OPTIONS = ("byte_fallback", "split_digits", "character_coverage",
+                          "add_dummy_prefix", "remove_extra_whitespaces", "user_defined_symbols",
+                          "control_symbols", "normalization", "tie_break", "progress")
+
+
+def train_whitespace_style(texts, vocab_size, options):
+    """``train(..., whitespace="▁", **options)``: SentencePiece-style BPE (see
+    sentencepiece_style), ``options`` in ``train``'s words."""
+    options = dict(options)
+    if options.pop("whitespace") != "\u2581":
+        raise ValueError("whitespace= supports only '\u2581' (SentencePiece style)")
+    if options.pop("base", "chars") != "chars":
+        raise ValueError("SentencePiece style is char mode: base='chars'")
+    sp = {k: options.pop(k) for k in _SENTENCEPIECE_OPTIONS if k in options}
+    if "special_tokens" in options:
+        sp["user_defined_symbols"] = list(options.pop("special_tokens"))
+    if options.get("max_token_length") is not None:
+        sp["max_piece_length"] = options.pop("max_token_length")
+    options.pop("max_token_length", None)
+    options.pop("return_report", None)
+    if options:
+        raise TypeError(f"not supported with whitespace='\u2581': {sorted(options)}")
+    return train_sentencepiece(texts, vocab_size, **sp)

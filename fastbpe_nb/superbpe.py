@@ -74,36 +74,36 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
 
     The words are first cut where no stage-1 token holds the bigram (``joinable_bigrams``;
     e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged.
-    The segments recur (30 MB of code: 3.2 M segments, 86 k distinct), so only the distinct
-    ones are encoded (Arrow's hash-based ``dictionary_encode``) and their ids gathered back
-    per segment: 0.21-0.26 s against 0.37-0.42 s for encoding every segment there.
+    The segments recur (100 MB of code: 12.7 M segments, 257 k distinct), so one kernel
+    cuts the words and numbers the distinct segments (``distinct_segments``), only those
+    are encoded, and their ids are gathered back per segment (``gather_rows``): 0.5 s
+    there, against 0.8 s with Arrow's ``dictionary_encode`` of the segments, and 2-3x that
+    for encoding every segment.
     """
     import pyarrow as pa
 
     word_bytes = np.ascontiguousarray(word_bytes, np.uint8)
     offsets = np.ascontiguousarray(offsets, np.int64)
-    from .kernels.pair_cut import bigram_cuts, gather_rows
+    from .kernels.pair_cut import distinct_segments, gather_rows
 
-    # Segment boundaries, word boundaries among them (a kernel: NumPy's indexing of the
-    # bigram table and flatnonzero took 31 ms of KJV's 3.6 MB).
-    starts = call_kernel(bigram_cuts, word_bytes, offsets, joinable_bigrams(token_bytes))
+    segment_ids, word_first, d_start, d_end = call_kernel(
+        distinct_segments, word_bytes, offsets, joinable_bigrams(token_bytes))
+    # The distinct segments' bytes end to end (a few MB at most: a NumPy gather).
+    lengths = d_end - d_start
+    d_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=d_offsets[1:])
+    d_bytes = word_bytes[np.repeat(d_start - d_offsets[:-1], lengths)
+                         + np.arange(d_offsets[-1], dtype=np.int64)]
     # Stage 1's model itself (its vocabulary is not derived again), without a pattern.
     plain = Tokenizer.from_parts(stage1.model, make_level("bytes", None), UnicodeNormalizer())
-    segments = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts) - 1,
-                                                [None, pa.py_buffer(starts),
-                                                 pa.py_buffer(word_bytes)])
-    distinct = segments.dictionary_encode()
     # (A segment may end inside a character: the encoder takes bytes, whatever their type.)
-    ids, id_offsets, _ = plain.encode_batch_flat(distinct.dictionary.view(pa.large_string()),
-                                                 num_threads=num_threads)
-    # Each segment's ids gathered from its distinct segment's (a kernel: Arrow's list take
-    # cost 48 ms of the 0.1 s of this function on the KJV, NumPy's repeat and arange 25).
-    # (Arrow's int32 indices as they are: a copy to int64 took 0.16 s of 100 MB of code.)
+    distinct = pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(d_offsets),
+                                                pa.py_buffer(d_bytes))
+    ids, id_offsets, _ = plain.encode_batch_flat(distinct, num_threads=num_threads)
     symbols, seg_offsets = call_kernel(gather_rows, np.asarray(ids, np.int32),
-                                       np.asarray(id_offsets, np.int64),
-                                       distinct.indices.to_numpy(zero_copy_only=False))
+                                       np.asarray(id_offsets, np.int64), segment_ids)
     # A word's ids start where its first segment's do.
-    return symbols, seg_offsets[np.searchsorted(starts, offsets)]
+    return symbols, seg_offsets[word_first]
 
 
 def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, vocab_size,
@@ -270,18 +270,41 @@ class Stage2:
                             progress=o.progress, num_threads=o.num_threads,
                             max_memory=max_memory, report=report)
 
-    def finish_texts(self, stage1, texts, report):
-        """Stage 2 of ``train``: count ``texts`` again with the stage-2 pattern, continue."""
+    def overlaps(self, max_memory=None) -> bool:
+        """Whether stage 2 counts the corpus while stage 1 merges (``count_ahead``): with
+        more than one thread and no memory budget (the two phases' tables then coexist;
+        under a budget they run one after the other, as the budget was measured)."""
+        from .parallel import default_threads
+
+        threads = self.opts.num_threads or default_threads()
+        return max_memory is None and threads > 1
+
+    def merge_and_count(self, merge, count, max_memory=None):
+        """``(merge(), count(cancel))``: stage 1's tokenizer and stage 2's word table. With
+        ``overlaps``, the count runs in a background thread while stage 1 merges
+        (``BackgroundCount``), and is cancelled if the merge fails."""
+        if not self.overlaps(max_memory):
+            tok = merge()
+            return tok, count(None)
+        pending = BackgroundCount(count)
+        try:
+            tok = merge()
+        except BaseException:
+            pending.cancel()
+            raise
+        return tok, pending.result()
+
+    def count_texts(self, texts, cancel=None):
+        """Stage 2's word table of ``texts`` (counted with the stage-2 pattern)."""
         from .word_table import count_corpus
 
         counter = count_corpus(texts, self.pattern, self.opts.special_tokens,
-                               self.opts.num_threads)
-        word_bytes, offsets, counts = counter.table()
-        return self.finish(stage1, word_bytes, offsets, counts, report)
+                               self.opts.num_threads, cancel=cancel)
+        return counter.table()
 
-    def finish_files(self, stage1, count, min_word_count, report, max_memory=None):
-        """Stage 2 of ``train_files``: ``count(pattern)`` counts the corpus files again
-        (a WordCounter), rare words are pruned as in stage 1, then ``finish``."""
+    def count_files(self, count, min_word_count):
+        """Stage 2's word table of the corpus files: ``count(pattern)`` counts them again (a
+        WordCounter), rare words are pruned as in stage 1."""
         from .word_table import prune_rare_words
 
         counter = count(self.pattern)
@@ -290,4 +313,39 @@ class Stage2:
         if min_word_count != 1:
             word_bytes, offsets, counts = prune_rare_words(word_bytes, offsets, counts,
                                                            min_word_count, {})
-        return self.finish(stage1, word_bytes, offsets, counts, report, max_memory)
+        return word_bytes, offsets, counts
+
+
+class BackgroundCount:
+    """Stage 2's counting in a thread of its own while stage 1 merges: stage 2 counts the
+    corpus again with its own pattern, which does not depend on stage 1, and stage 1's merge
+    kernel runs on one core (100 MB of code: 0.9 s that the second core would idle).
+
+    ``result()`` waits and returns the word table, or raises the thread's error.
+    ``cancel()`` stops the counting before its next batch (stage 1 failed or was
+    interrupted: the caller raises its own error and never asks for the result).
+    """
+
+    def __init__(self, count):
+        import threading
+
+        self._cancel = threading.Event()
+        self._out = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(count,), daemon=True,
+                                        name="fastbpe-superbpe-stage2-count")
+        self._thread.start()
+
+    def _run(self, count):
+        try:
+            self._out = count(self._cancel)
+        except BaseException as exc:  # raised in the owner's thread by result()
+            self._error = exc
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._out
+
+    def cancel(self) -> None:
+        self._cancel.set()

@@ -91,32 +91,6 @@ class TrainOptions:
 #: Options that only SentencePiece-style training takes.
 _SENTENCEPIECE_ONLY = ("byte_fallback", "split_digits", "character_coverage", "add_dummy_prefix",
                        "remove_extra_whitespaces", "user_defined_symbols", "control_symbols")
-_SENTENCEPIECE_OPTIONS = ("byte_fallback", "split_digits", "character_coverage",
-                          "add_dummy_prefix", "remove_extra_whitespaces", "user_defined_symbols",
-                          "control_symbols", "normalization", "tie_break", "progress")
-
-
-def _train_sentencepiece_style(texts, vocab_size, options):
-    """``train(..., whitespace="▁")``: SentencePiece-style BPE (see sentencepiece_style)."""
-    from .sentencepiece_train import train_sentencepiece
-
-    options = dict(options)
-    if options.pop("whitespace") != "\u2581":
-        raise ValueError("whitespace= supports only '\u2581' (SentencePiece style)")
-    if options.pop("base", "chars") != "chars":
-        raise ValueError("SentencePiece style is char mode: base='chars'")
-    sp = {k: options.pop(k) for k in _SENTENCEPIECE_OPTIONS if k in options}
-    if "special_tokens" in options:
-        sp["user_defined_symbols"] = list(options.pop("special_tokens"))
-    if options.get("max_token_length") is not None:
-        sp["max_piece_length"] = options.pop("max_token_length")
-    options.pop("max_token_length", None)
-    options.pop("return_report", None)
-    if options:
-        raise TypeError(f"not supported with whitespace='\u2581': {sorted(options)}")
-    return train_sentencepiece(texts, vocab_size or DEFAULT_VOCAB_SIZE, **sp)
-
-
 def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, report=None,
                      max_memory=None):
     """Learn merges from a word table and build the Tokenizer (and fill ``report``).
@@ -279,7 +253,10 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         merge_batch=merge_batch)
     roles = _early_roles(roles, options)
     if options.get("whitespace") is not None:
-        return _given_roles(_train_sentencepiece_style(texts, vocab_size, options), roles)
+        from .sentencepiece_train import train_whitespace_style
+
+        return _given_roles(train_whitespace_style(texts, vocab_size or DEFAULT_VOCAB_SIZE,
+                                                   options), roles)
     options.pop("whitespace", None)
     t0 = time.perf_counter()
     opts = TrainOptions.make(vocab_size, **options)
@@ -318,9 +295,13 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         report["bytes_read"] = counter.n_bytes
     report["seconds_counting"] = time.perf_counter() - t0
     units = pruning.units(symbols) if pruning else None  # the merge kernel rewrites symbols
-    tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
-    if stage2 is not None:
-        tok = stage2.finish_texts(tok, texts, report)
+    if stage2 is None:
+        tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
+    else:  # stage 2 counts the corpus with its own pattern (while stage 1 merges)
+        tok, table = stage2.merge_and_count(
+            lambda: train_from_table(symbols, offsets, counts, alphabet, opts, report),
+            lambda cancel: stage2.count_texts(texts, cancel))
+        tok = stage2.finish(tok, *table, report)
     if boundless:
         tok = boundless_bpe.train_texts(tok, counter.kept, opts, report)
     tok = pruning.apply(tok, units, offsets, counts, opts, report) if pruning else tok
@@ -378,14 +359,15 @@ def require_words(counts, what: str) -> None:
 
 def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
                 on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20,
-                max_invalid_utf8=None, max_chunk_bytes=None):
+                max_invalid_utf8=None, max_chunk_bytes=None, cancel=None):
     """Count the pre-tokens of corpus files; returns ``(WordCounter, ReadStats)``.
 
     Files are streamed batch by batch (text chunks cut at safe boundaries, never longer
     than ``max_chunk_bytes``; JSONL blocks of lines; Parquet row groups; Arrow record
     batches), so memory grows with the unique words, not the corpus. ``max_invalid_utf8``
     (default 0.01) is the share of invalid UTF-8 bytes a file may hold (see
-    ``fastbpe_nb.io.corpus``). No file found is a ``CorpusReadError``.
+    ``fastbpe_nb.io.corpus``). No file found is a ``CorpusReadError``. ``cancel``: see
+    ``WordCounter.cancel``.
     """
     import os
 
@@ -404,6 +386,7 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
         DEFAULT_MAX_INVALID_UTF8 if max_invalid_utf8 is None else max_invalid_utf8)
     chunk_bytes, max_chunk_bytes = chunk_limits(chunk_bytes, max_chunk_bytes, max_memory)
     counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads))
+    counter.cancel = cancel
     if max_memory is not None:
         counter.memory_check = lambda need: check_budget(
             "counting (the next batch)", need, max_memory,
@@ -568,14 +551,21 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),
                  max_memory, detail)
     units = pruning.units(symbols) if pruning else None  # the merge kernel rewrites symbols
-    tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
-    if superbpe_transition is not None:  # stage 2 counts the corpus again, its own pattern
+    if superbpe_transition is None:
+        tok = train_from_table(symbols, offsets, counts, None, opts, report,
+                               max_memory=max_memory)
+    else:  # stage 2 counts the corpus again with its own pattern (while stage 1 merges)
         stage2 = Stage2(superbpe_transition, superbpe_pattern, final)
-        tok = stage2.finish_files(tok, lambda pattern: count_files(
-            files, column, pattern=pattern, special_tokens=opts.special_tokens,
-            num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
-            chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
-            max_chunk_bytes=max_chunk_bytes)[0], min_word_count, report, max_memory)
+        tok, table = stage2.merge_and_count(
+            lambda: train_from_table(symbols, offsets, counts, None, opts, report,
+                                     max_memory=max_memory),
+            lambda cancel: stage2.count_files(lambda pattern: count_files(
+                files, column, pattern=pattern, special_tokens=opts.special_tokens,
+                num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
+                chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
+                max_chunk_bytes=max_chunk_bytes, cancel=cancel)[0], min_word_count),
+            max_memory)
+        tok = stage2.finish(tok, *table, report, max_memory)
     if boundless:  # the supermerges need the corpus's pre-token sequence: read it again
         tok = boundless_bpe.train_files(tok, boundless_bpe.file_batches(
             files, column, opts.pattern, on_bad_input, chunk_bytes, max_invalid_utf8,

@@ -35,11 +35,15 @@ def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collection
     return counter
 
 
-def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_bytes=16 << 20):
-    """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches."""
+def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_bytes=16 << 20,
+                 cancel=None):
+    """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches
+    (``cancel``: see ``WordCounter.cancel``)."""
     from .counting import WordCounter
 
-    return feed_texts(WordCounter(pattern, special_tokens, num_threads), texts, batch_bytes)
+    counter = WordCounter(pattern, special_tokens, num_threads)
+    counter.cancel = cancel
+    return feed_texts(counter, texts, batch_bytes)
 
 
 def feed_texts(collector, texts, batch_bytes=16 << 20):

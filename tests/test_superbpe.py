@@ -210,21 +210,56 @@ def test_gather_rows(table, data):
             [table[r] for r in rows]
 
 
-@settings(max_examples=100 if not NOJIT else 20, deadline=None)
-@given(words=st.lists(st.binary(max_size=6), min_size=1, max_size=8),
+@settings(max_examples=200 if not NOJIT else 40, deadline=None)
+@given(words=st.lists(st.binary(max_size=12), min_size=1, max_size=8),
        joinable=st.lists(st.booleans(), min_size=9, max_size=9))
-def test_bigram_cuts(words, joinable):
-    from fastbpe_nb.kernels.pair_cut import bigram_cuts
+def test_distinct_segments(words, joinable):
+    """Words cut between bytes no token holds side by side; segments numbered in order of
+    first appearance. Bytes 0..2 (pairs repeat), segments of 1 to 12 bytes (short keys are
+    exact, 8+ bytes are compared; the last ones are keyed a byte at a time)."""
+    from fastbpe_nb.kernels.pair_cut import distinct_segments
 
-    data = np.frombuffer(b"".join(words), dtype=np.uint8) % 3  # bytes 0..2: pairs repeat
-    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
+    words = [bytes(b % 3 for b in w) for w in words]
     table = np.zeros((256, 256), dtype=bool)
     table[:3, :3] = np.array(joinable).reshape(3, 3)
-    cut = np.zeros(len(data) + 1, dtype=bool)
-    if len(data) > 1:
-        cut[1:-1] = ~table[data[:-1], data[1:]]
-    cut[offsets] = True
-    assert bigram_cuts(data.copy(), offsets, table).tolist() == np.flatnonzero(cut).tolist()
+    segments, word_first = [], [0]
+    for w in words:
+        start = 0
+        for i in range(1, len(w) + 1):
+            if i == len(w) or not table[w[i - 1], w[i]]:
+                segments.append(w[start:i])
+                start = i
+        word_first.append(len(segments))
+    number = {}
+    for seg in segments:
+        number.setdefault(seg, len(number))
+    raw = b"".join(words)
+    data = np.frombuffer(raw, dtype=np.uint8)
+    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
+    ids, first, d_start, d_end = distinct_segments(data, offsets, table)
+    assert ids.tolist() == [number[seg] for seg in segments]
+    assert first.tolist() == word_first
+    assert [raw[a:b] for a, b in zip(d_start, d_end)] == list(number)
+
+
+def test_distinct_segments_table_grows():
+    """Tens of thousands of distinct segments (the slots rehash several times), long ones
+    that share their length and first and last 8 bytes."""
+    from fastbpe_nb.kernels.pair_cut import distinct_segments
+
+    rng = np.random.default_rng(7)
+    words = [b"%d" % x for x in rng.integers(0, 40_000, 60_000)]
+    words += [b"abcdefgh" + b"%03d" % k + b"ijklmnop" for k in range(300)] * 2
+    table = np.zeros((256, 256), dtype=bool)
+    table[:, :] = True  # no cut: every word is one segment
+    data = np.frombuffer(b"".join(words), dtype=np.uint8)
+    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
+    ids, first, d_start, d_end = distinct_segments(data, offsets, table)
+    number = {}
+    for w in words:
+        number.setdefault(w, len(number))
+    assert ids.tolist() == [number[w] for w in words] and len(number) > 30_000
+    assert first.tolist() == list(range(len(words) + 1))
 
 
 def _superbpe_in_child(docs):
@@ -245,6 +280,88 @@ def test_training_in_a_forked_child():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         # A timeout: a child that hangs fails the test instead of stalling the run.
         assert pool.apply_async(_superbpe_in_child, (docs,)).get(timeout=600) == want
+
+
+@pytest.mark.parametrize("entry", ["train", "train_files"])
+def test_stage_two_counts_while_stage_one_merges(monkeypatch, tmp_path, entry):
+    """With more than one thread and no memory budget, stage 2 counts the corpus in a
+    background thread while stage 1 merges; one thread or a budget keeps them in turn. The
+    merges are the reference's either way."""
+    from fastbpe_nb import superbpe
+
+    docs = [doc for seed in range(21, 24) for doc in tie_heavy_corpus(seed, 200)]
+    model = ref.train_superbpe(docs, transition=300, vocab_size=360)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(docs), encoding="utf-8")
+    started = []
+
+    class Spy(superbpe.BackgroundCount):
+        def __init__(self, count):
+            started.append(1)
+            super().__init__(count)
+
+    monkeypatch.setattr(superbpe, "BackgroundCount", Spy)
+    for options, overlapped in (({"num_threads": 2}, True), ({"num_threads": 1}, False),
+                                ({"num_threads": 2, "max_memory": 8 << 30}, False)):
+        if entry == "train":
+            if "max_memory" in options:
+                continue  # train() has no budget
+            tok = fb.train(docs, vocab_size=360, superbpe_transition=300, **options)
+            assert_same_model(tok, model)
+        else:
+            tok = fb.train_files([str(corpus)], vocab_size=360, superbpe_transition=300,
+                                 **options)
+            want = fb.train([corpus.read_text(encoding="utf-8")], vocab_size=360,
+                            superbpe_transition=300, num_threads=1)
+            assert np.array_equal(tok.merges, want.merges)
+        assert started == ([1] if overlapped else []), options
+        started.clear()
+
+
+def test_stage_one_failure_cancels_the_stage_two_count(monkeypatch):
+    """An error (or Ctrl-C) in stage 1's merge cancels the background count: it stops
+    before its next batch instead of reading the rest of the corpus for nothing."""
+    from fastbpe_nb import superbpe, training
+
+    cancelled = []
+    real_cancel = superbpe.BackgroundCount.cancel
+    monkeypatch.setattr(superbpe.BackgroundCount, "cancel",
+                        lambda self: cancelled.append(self) or real_cancel(self))
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "train_from_table", fail)
+    with pytest.raises(KeyboardInterrupt):
+        fb.train(tie_heavy_corpus(3, 60), vocab_size=360, superbpe_transition=300,
+                 num_threads=2)
+    assert len(cancelled) == 1
+    cancelled[0]._thread.join(timeout=60)
+    assert not cancelled[0]._thread.is_alive()
+
+
+def test_a_cancelled_count_stops_before_its_next_batch(tmp_path):
+    import threading
+
+    from fastbpe_nb.errors import Cancelled
+    from fastbpe_nb.superbpe import BackgroundCount
+    from fastbpe_nb.training import count_files
+    from fastbpe_nb.word_table import count_corpus
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        count_corpus(["a b c"] * 10, "gpt2", cancel=stop)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c\n" * 10, encoding="utf-8")
+    with pytest.raises(Cancelled):
+        count_files([str(corpus)], "text", pattern="gpt2", cancel=stop)
+    assert count_corpus(["a b c"] * 10, "gpt2", cancel=threading.Event()).n_unique == 3
+    # The thread's error reaches the caller of result().
+    job = BackgroundCount(lambda cancel: count_corpus(["x"], "gpt2", cancel=stop))
+    with pytest.raises(Cancelled):
+        job.result()
+    assert BackgroundCount(lambda cancel: 42).result() == 42
 
 
 def test_max_token_length_counts_the_bytes_of_stage_one_tokens():

@@ -12,8 +12,9 @@ pieces repeat, and identical pieces are one row with their counts added.
 import numpy as np
 from numba import njit
 
-from .hashing import EMPTY, _mix, pair_key, table_capacity
-#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
+from .count import LONG_KEY, _key_slot, _piece_key
+from .hashing import EMPTY, _mix, grow, pair_key, same_units, table_capacity
+#: kernel cache stamp: 44dc11738f35a948e303281624d381986c85c7359f0e92aa50c65d71c8148cb2
 
 
 @njit(cache=True, nogil=True)
@@ -218,9 +219,10 @@ def gather_rows(values, offsets, rows):
 
 
 @njit(cache=True, nogil=True)
-def bigram_cuts(data, offsets, joinable):
-    """Segment boundaries of words of bytes cut between two bytes that no token holds side
-    by side (SuperBPE's stage-2 words before they are encoded with the stage-1 merges).
+def distinct_segments(data, offsets, joinable):
+    """Words of bytes cut between two bytes that no token holds side by side, and their
+    segments numbered by first appearance (SuperBPE's stage-2 words before they are
+    encoded with the stage-1 merges: only the distinct segments are encoded).
 
     Parameters
     ----------
@@ -233,25 +235,83 @@ def bigram_cuts(data, offsets, joinable):
 
     Returns
     -------
-    starts : int64[n_segments + 1]
-        The sorted distinct positions that are a word boundary (n included) or fall
-        between two bytes that are not joinable.
+    segment_ids : int32[n_segments]
+        Each segment's distinct number, segments in order.
+    word_first : int64[n_words + 1]
+        Index of each word's first segment (``n_segments`` last; an empty word has none).
+    distinct_start, distinct_end : int64[n_distinct]
+        Where each distinct segment first occurs in ``data``.
     """
-    n = data.shape[0]
     n_words = offsets.shape[0] - 1
-    starts = np.empty(n + 1, dtype=np.int64)
+    segment_ids = np.empty(data.shape[0], dtype=np.int32)
+    word_first = np.empty(n_words + 1, dtype=np.int64)
+    d_start = np.empty(1024, dtype=np.int64)
+    d_end = np.empty(1024, dtype=np.int64)
+    n_distinct = 0
+    # Slots hold a segment's key (count.py's piece key: its bytes when they are 7 or
+    # fewer, else its length and first and last 8 bytes, compared on a match) beside its
+    # number; at most half full.
+    n_slots = 1 << 12
+    slots = np.full(2 * n_slots, EMPTY, dtype=np.int64)
     m = 0
     for w in range(n_words):
         a = offsets[w]
-        if m == 0 or starts[m - 1] != a:  # an empty word's start is the next one's
-            starts[m] = a
+        b = offsets[w + 1]
+        word_first[w] = m
+        s = a
+        for i in range(a + 1, b + 1):
+            if i < b and joinable[data[i - 1], data[i]]:
+                continue
+            key = _piece_key(data, s, i)
+            h = _key_slot(key)
+            mask = n_slots - 1
+            j = h & mask
+            while True:
+                k = slots[2 * j]
+                if k == key:
+                    u = slots[2 * j + 1]
+                    if key < LONG_KEY or (d_end[u] - d_start[u] == i - s
+                                          and same_units(data, d_start[u], data, s, i - s)):
+                        break
+                elif k == EMPTY:
+                    if 2 * (n_distinct + 1) > n_slots:
+                        n_slots *= 2
+                        slots = _rehashed(slots, n_slots)
+                        mask = n_slots - 1
+                        j = h & mask
+                        while slots[2 * j] != EMPTY:
+                            j = (j + 1) & mask
+                    if n_distinct == d_start.shape[0]:
+                        d_start = grow(d_start, n_distinct + 1)
+                        d_end = grow(d_end, n_distinct + 1)
+                    u = n_distinct
+                    d_start[u] = s
+                    d_end[u] = i
+                    slots[2 * j] = key
+                    slots[2 * j + 1] = u
+                    n_distinct += 1
+                    break
+                j = (j + 1) & mask
+            segment_ids[m] = u
             m += 1
-        for i in range(a + 1, offsets[w + 1]):
-            # Without a branch: written always, kept when the pair is not joinable (a
-            # mispredicted branch per cut cost 2x).
-            starts[m] = i
-            m += 1 - joinable[data[i - 1], data[i]]
-    if m == 0 or starts[m - 1] != n:
-        starts[m] = n
-        m += 1
-    return starts[:m].copy()
+            s = i
+    word_first[n_words] = m
+    return (segment_ids[:m].copy(), word_first, d_start[:n_distinct].copy(),
+            d_end[:n_distinct].copy())
+
+
+@njit(cache=True, nogil=True)
+def _rehashed(slots, n_slots):
+    """``distinct_segments``' slots moved into a table of ``n_slots`` slots."""
+    out = np.full(2 * n_slots, EMPTY, dtype=np.int64)
+    mask = n_slots - 1
+    for j in range(slots.shape[0] // 2):
+        key = slots[2 * j]
+        if key == EMPTY:
+            continue
+        i = _key_slot(key) & mask
+        while out[2 * i] != EMPTY:
+            i = (i + 1) & mask
+        out[2 * i] = key
+        out[2 * i + 1] = slots[2 * j + 1]
+    return out
