@@ -317,35 +317,28 @@ class Stage2:
 
 
 class BackgroundCount:
-    """Stage 2's counting in a thread of its own while stage 1 merges: stage 2 counts the
+    """Stage 2's counting in a helper thread while stage 1 merges: stage 2 counts the
     corpus again with its own pattern, which does not depend on stage 1, and stage 1's merge
     kernel runs on one core (100 MB of code: 0.9 s that the second core would idle).
 
-    ``result()`` waits and returns the word table, or raises the thread's error.
-    ``cancel()`` stops the counting before its next batch (stage 1 failed or was
-    interrupted: the caller raises its own error and never asks for the result).
+    A kept helper thread (``parallel.in_helper``: a thread that ended could leave a child
+    forked at that moment deadlocked). ``result()`` waits and returns the word table, or
+    raises the count's error. ``cancel()`` stops the counting before its next batch (stage 1
+    failed or was interrupted: the caller raises its own error; ``result`` then raises
+    ``errors.Cancelled`` unless the count had finished).
     """
 
     def __init__(self, count):
         import threading
 
+        from .parallel import in_helper
+
         self._cancel = threading.Event()
-        self._out = self._error = None
-        self._thread = threading.Thread(target=self._run, args=(count,), daemon=True,
-                                        name="fastbpe-superbpe-stage2-count")
-        self._thread.start()
+        self._pending = in_helper(count, self._cancel)
 
-    def _run(self, count):
-        try:
-            self._out = count(self._cancel)
-        except BaseException as exc:  # raised in the owner's thread by result()
-            self._error = exc
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._out
+    def result(self, timeout: float = -1):
+        """The word table (None if ``timeout`` seconds passed first)."""
+        return self._pending.wait(timeout)
 
     def cancel(self) -> None:
         self._cancel.set()

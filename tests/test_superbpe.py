@@ -322,11 +322,18 @@ def test_stage_one_failure_cancels_the_stage_two_count(monkeypatch):
     """An error (or Ctrl-C) in stage 1's merge cancels the background count: it stops
     before its next batch instead of reading the rest of the corpus for nothing."""
     from fastbpe_nb import superbpe, training
+    from fastbpe_nb.errors import Cancelled
 
-    cancelled = []
-    real_cancel = superbpe.BackgroundCount.cancel
+    import threading
+
+    cancelled, go = [], threading.Event()
+    real_cancel, real_count = superbpe.BackgroundCount.cancel, superbpe.Stage2.count_texts
     monkeypatch.setattr(superbpe.BackgroundCount, "cancel",
-                        lambda self: cancelled.append(self) or real_cancel(self))
+                        lambda self: cancelled.append(self) or real_cancel(self) or go.set())
+    # The count starts only once cancel() ran: the order is fixed, not a race.
+    monkeypatch.setattr(superbpe.Stage2, "count_texts",
+                        lambda self, texts, cancel: go.wait(60) and real_count(self, texts,
+                                                                                cancel))
 
     def fail(*args, **kwargs):
         raise KeyboardInterrupt
@@ -336,8 +343,8 @@ def test_stage_one_failure_cancels_the_stage_two_count(monkeypatch):
         fb.train(tie_heavy_corpus(3, 60), vocab_size=360, superbpe_transition=300,
                  num_threads=2)
     assert len(cancelled) == 1
-    cancelled[0]._thread.join(timeout=60)
-    assert not cancelled[0]._thread.is_alive()
+    with pytest.raises(Cancelled):  # stopped before its first batch
+        cancelled[0].result(timeout=60)
 
 
 def test_a_cancelled_count_stops_before_its_next_batch(tmp_path):
