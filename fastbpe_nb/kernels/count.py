@@ -466,7 +466,8 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, asci
 
 @njit(cache=True, nogil=True)
 def _rehash_slots(slots, n_slots, u_slot):
-    """``slots`` moved into a table of ``n_slots`` slots; ``u_slot`` follows the words."""
+    """``slots`` moved into a table of ``n_slots`` slots; ``u_slot`` follows the words
+    (slot values ``(word << 32) | count``; an empty ``u_slot``: nobody follows)."""
     out = np.full(2 * n_slots, EMPTY, dtype=np.int64)
     mask = n_slots - 1
     for j in range(slots.shape[0] // 2):
@@ -478,7 +479,8 @@ def _rehash_slots(slots, n_slots, u_slot):
             i = (i + 1) & mask
         out[2 * i] = key
         out[2 * i + 1] = slots[2 * j + 1]
-        u_slot[slots[2 * j + 1] >> 32] = i
+        if u_slot.shape[0] > 0:
+            u_slot[slots[2 * j + 1] >> 32] = i
     return out
 
 

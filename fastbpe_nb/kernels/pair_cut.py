@@ -12,9 +12,9 @@ pieces repeat, and identical pieces are one row with their counts added.
 import numpy as np
 from numba import njit
 
-from .count import LONG_KEY, _key_slot, _piece_key
+from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots
 from .hashing import EMPTY, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: 44dc11738f35a948e303281624d381986c85c7359f0e92aa50c65d71c8148cb2
+#: kernel cache stamp: 43261fd178192a75e7747b57dca227b5945bf6ccf29c70500decc9c868bbd0a8
 
 
 @njit(cache=True, nogil=True)
@@ -250,9 +250,10 @@ def distinct_segments(data, offsets, joinable):
     n_distinct = 0
     # Slots hold a segment's key (count.py's piece key: its bytes when they are 7 or
     # fewer, else its length and first and last 8 bytes, compared on a match) beside its
-    # number; at most half full.
+    # number << 32 (count.py's slot layout, so its rehash serves); at most half full.
     n_slots = 1 << 12
     slots = np.full(2 * n_slots, EMPTY, dtype=np.int64)
+    no_words = np.empty(0, dtype=np.int64)
     m = 0
     for w in range(n_words):
         a = offsets[w]
@@ -269,14 +270,14 @@ def distinct_segments(data, offsets, joinable):
             while True:
                 k = slots[2 * j]
                 if k == key:
-                    u = slots[2 * j + 1]
+                    u = slots[2 * j + 1] >> 32
                     if key < LONG_KEY or (d_end[u] - d_start[u] == i - s
                                           and same_units(data, d_start[u], data, s, i - s)):
                         break
                 elif k == EMPTY:
                     if 2 * (n_distinct + 1) > n_slots:
                         n_slots *= 2
-                        slots = _rehashed(slots, n_slots)
+                        slots = _rehash_slots(slots, n_slots, no_words)
                         mask = n_slots - 1
                         j = h & mask
                         while slots[2 * j] != EMPTY:
@@ -288,7 +289,7 @@ def distinct_segments(data, offsets, joinable):
                     d_start[u] = s
                     d_end[u] = i
                     slots[2 * j] = key
-                    slots[2 * j + 1] = u
+                    slots[2 * j + 1] = np.int64(u) << 32
                     n_distinct += 1
                     break
                 j = (j + 1) & mask
@@ -298,20 +299,3 @@ def distinct_segments(data, offsets, joinable):
     word_first[n_words] = m
     return (segment_ids[:m].copy(), word_first, d_start[:n_distinct].copy(),
             d_end[:n_distinct].copy())
-
-
-@njit(cache=True, nogil=True)
-def _rehashed(slots, n_slots):
-    """``distinct_segments``' slots moved into a table of ``n_slots`` slots."""
-    out = np.full(2 * n_slots, EMPTY, dtype=np.int64)
-    mask = n_slots - 1
-    for j in range(slots.shape[0] // 2):
-        key = slots[2 * j]
-        if key == EMPTY:
-            continue
-        i = _key_slot(key) & mask
-        while out[2 * i] != EMPTY:
-            i = (i + 1) & mask
-        out[2 * i] = key
-        out[2 * i + 1] = slots[2 * j + 1]
-    return out
