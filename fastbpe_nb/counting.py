@@ -280,8 +280,10 @@ class WordCounter:
                                              serial=(count_batch_serial, args))
         self.n_pieces += n_pieces
 
-    def table(self):
-        """The word table in first-occurrence order.
+    def table(self, copy: bool = True):
+        """The word table in first-occurrence order; ``copy=False``: views of the counter's
+        own arrays where they already are that table (no copy of the store: 0.14 s for
+        SuperBPE's 48 MB stage-2 table), valid while nothing more is counted.
 
         Returns
         -------
@@ -299,6 +301,9 @@ class WordCounter:
             # in first-occurrence order, so the store already is the table, and copies are
             # all it takes (S + 16 W bytes; the general gather below holds ~40 B/symbol).
             start = int(self._off[0])
+            if not copy:
+                return (self._store[start:int(self._off[n])], self._off[: n + 1] - start,
+                        self._count[:n])
             return (self._store[start:int(self._off[n])].copy(), self._off[: n + 1] - start,
                     self._count[:n].copy())
         order = np.argsort(first, kind="stable")

@@ -300,7 +300,7 @@ class Stage2:
 
         counter = count_corpus(texts, self.pattern, self.opts.special_tokens,
                                self.opts.num_threads, cancel=cancel)
-        return counter.table()
+        return counter.table(copy=False)
 
     def count_files(self, count, min_word_count):
         """Stage 2's word table of the corpus files: ``count(pattern)`` counts them again (a
@@ -308,8 +308,8 @@ class Stage2:
         from .word_table import prune_rare_words
 
         counter = count(self.pattern)
-        word_bytes, offsets, counts = counter.table()
-        del counter
+        word_bytes, offsets, counts = counter.table(copy=False)
+        del counter  # its hash slots; the views keep the store
         if min_word_count != 1:
             word_bytes, offsets, counts = prune_rare_words(word_bytes, offsets, counts,
                                                            min_word_count, {})

@@ -206,3 +206,14 @@ def test_long_pieces_that_share_their_ends_stay_apart():
         assert counter.words()[" abcdefghXijklmnop"] == 3
     two_steps = _two_step(data, offsets, "gpt2")
     assert two_steps.words() == want
+
+
+def test_table_without_copies_is_the_same_table():
+    """``table(copy=False)``: the same arrays' contents, the store not copied."""
+    data, offsets = _batch(["the cat and the hat\n", "a hat, the cat\n"])
+    counter = WordCounter("gpt2")
+    counter.add_batch(data, offsets)
+    views, copies = counter.table(copy=False), counter.table()
+    assert all(np.array_equal(v, c) for v, c in zip(views, copies))
+    assert np.shares_memory(views[0], counter._store)
+    assert not np.shares_memory(copies[0], counter._store)
