@@ -32,6 +32,10 @@ from .tokenizer import Tokenizer
 #: at a quarter of it, down to ``min_frequency`` (exact whatever the threshold; see
 #: ``train_cut``).
 THRESHOLD_SHARE = 0.5
+#: Stage 2's passes over its words (cutting into segments, gathering ids, cutting at rare
+#: pairs) run on two halves of the words at once from this many words (below it the
+#: thread hop costs more than it saves).
+HALVES_MIN_WORDS = 1 << 14
 
 
 def check_transition(transition, vocab_size, n_special: int, base: str) -> int:
@@ -49,6 +53,37 @@ def check_transition(transition, vocab_size, n_special: int, base: str) -> int:
         raise TrainingError(f"superbpe_transition={transition} is above vocab_size={vocab_size}"
                             ": stage 1 would stop after the whole vocabulary")
     return transition
+
+
+def on_halves(fn, n_words: int, num_threads=None) -> list:
+    """``[fn(0, n_words)]``, or with two threads or more and ``HALVES_MIN_WORDS`` words,
+    ``[fn(0, h), fn(h, n_words)]`` (h the middle), the second in a helper thread: the
+    kernels release the GIL, and stage 2's passes are otherwise serial, one core idle."""
+    from .parallel import default_threads, in_helper
+
+    if (num_threads or default_threads()) < 2 or n_words < HALVES_MIN_WORDS:
+        return [fn(0, n_words)]
+    half = n_words // 2
+    second = in_helper(fn, half, n_words)
+    try:
+        first = fn(0, half)
+    finally:
+        rest = second.wait()
+    return [first, rest]
+
+
+def joined(parts, n_tail: int = 0):
+    """The CSR pieces ``parts`` (``(values, offsets, *per-row arrays)`` each, offsets from
+    0) end to end: values and per-row arrays concatenated, offsets shifted. ``n_tail``
+    trailing per-row arrays are joined as they are."""
+    if len(parts) == 1:
+        return parts[0]
+    values = np.concatenate([p[0] for p in parts])
+    offsets = [parts[0][1]]
+    for p in parts[1:]:
+        offsets.append(p[1][1:] + offsets[-1][-1])
+    rows = [np.concatenate([p[k] for p in parts]) for k in range(2, 2 + n_tail)]
+    return (values, np.concatenate(offsets), *rows)
 
 
 def joinable_bigrams(token_bytes) -> np.ndarray:
@@ -75,35 +110,65 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
     The words are first cut where no stage-1 token holds the bigram (``joinable_bigrams``;
     e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged.
     The segments recur (100 MB of code: 12.7 M segments, 257 k distinct), so one kernel
-    cuts the words and numbers the distinct segments (``distinct_segments``), only those
-    are encoded, and their ids are gathered back per segment (``gather_rows``): 0.5 s
-    there, against 0.8 s with Arrow's ``dictionary_encode`` of the segments, and 2-3x that
-    for encoding every segment.
+    cuts the words and numbers the distinct segments (``distinct_segments``, on two halves
+    of the words at once: ``on_halves``), only those are encoded, and their ids are
+    gathered back per segment (``gather_rows_into``). One thread took 0.7 s there, against
+    0.8 s with Arrow's ``dictionary_encode`` of the segments, and 2-3x that for encoding
+    every segment.
     """
     import pyarrow as pa
 
     word_bytes = np.ascontiguousarray(word_bytes, np.uint8)
     offsets = np.ascontiguousarray(offsets, np.int64)
-    from .kernels.pair_cut import distinct_segments, gather_rows
+    from .kernels.pair_cut import distinct_segments, gather_rows_into, word_lengths
 
-    segment_ids, word_first, d_start, d_end = call_kernel(
-        distinct_segments, word_bytes, offsets, joinable_bigrams(token_bytes))
-    # The distinct segments' bytes end to end (a few MB at most: a NumPy gather).
-    lengths = d_end - d_start
-    d_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=d_offsets[1:])
-    d_bytes = word_bytes[np.repeat(d_start - d_offsets[:-1], lengths)
-                         + np.arange(d_offsets[-1], dtype=np.int64)]
+    joinable = joinable_bigrams(token_bytes)
+    parts = on_halves(lambda lo, hi: call_kernel(distinct_segments, word_bytes,
+                                                 offsets[lo:hi + 1], joinable),
+                      len(offsets) - 1, num_threads)
+    segment_ids, word_first, d_start, d_end = parts[0]
+    d_offsets, d_bytes = gathered_bytes(word_bytes, d_start, d_end)
+    if len(parts) == 2:
+        # Each half numbered its own distinct segments: the two lists end to end, numbered
+        # again by the same kernel (each one a word, never cut), give the second half's
+        # numbers in the union (the first half's stay theirs: they come first).
+        ids2, word_first2, start2, end2 = parts[1]
+        offsets2, bytes2 = gathered_bytes(word_bytes, start2, end2)
+        d_bytes, d_offsets = joined([(d_bytes, d_offsets), (bytes2, offsets2)])
+        union, _, u_start, u_end = call_kernel(distinct_segments, d_bytes, d_offsets,
+                                               np.ones((256, 256), dtype=bool))
+        segment_ids = np.concatenate([segment_ids, union[len(d_start):][ids2]])
+        word_first = np.concatenate([word_first[:-1], word_first2 + word_first[-1]])
+        d_offsets, d_bytes = gathered_bytes(d_bytes, u_start, u_end)
     # Stage 1's model itself (its vocabulary is not derived again), without a pattern.
     plain = Tokenizer.from_parts(stage1.model, make_level("bytes", None), UnicodeNormalizer())
     # (A segment may end inside a character: the encoder takes bytes, whatever their type.)
-    distinct = pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(d_offsets),
+    distinct = pa.LargeStringArray.from_buffers(len(d_offsets) - 1, pa.py_buffer(d_offsets),
                                                 pa.py_buffer(d_bytes))
     ids, id_offsets, _ = plain.encode_batch_flat(distinct, num_threads=num_threads)
-    symbols, seg_offsets = call_kernel(gather_rows, np.asarray(ids, np.int32),
-                                       np.asarray(id_offsets, np.int64), segment_ids)
-    # A word's ids start where its first segment's do.
-    return symbols, seg_offsets[word_first]
+    ids, id_offsets = np.asarray(ids, np.int32), np.asarray(id_offsets, np.int64)
+    # Each segment's ids gathered from its distinct segment's, into one array that the two
+    # halves of the words fill side by side. (Joining two halves' arrays copied for 0.5 s
+    # on 100 MB of code, and an offset per segment took 0.25 s: on this kind of VM the
+    # first write to fresh memory costs ~2.5 ms per MB, so big temporaries are avoided.)
+    sym_offsets = np.zeros(len(word_first), dtype=np.int64)
+    np.cumsum(call_kernel(word_lengths, id_offsets, segment_ids, word_first),
+              out=sym_offsets[1:])
+    symbols = np.empty(int(sym_offsets[-1]), dtype=np.int32)
+    on_halves(lambda lo, hi: call_kernel(
+        gather_rows_into, ids, id_offsets, segment_ids[word_first[lo]:word_first[hi]],
+        symbols, sym_offsets[lo]), len(word_first) - 1, num_threads)
+    return symbols, sym_offsets
+
+
+def gathered_bytes(data, starts, ends):
+    """``(offsets int64, bytes uint8)``: the ranges ``data[starts[k]:ends[k]]`` end to end
+    (the distinct segments: a few MB at most, a NumPy gather)."""
+    lengths = ends - starts
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets, data[np.repeat(starts - offsets[:-1], lengths)
+                         + np.arange(offsets[-1], dtype=np.int64)]
 
 
 def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, vocab_size,
@@ -134,7 +199,7 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
 
     merges, merge_ids, merge_counts = train_cut(
         (symbols, sym_offsets, np.ascontiguousarray(counts, np.int64)), train,
-        max(1, int(min_frequency)), n_base, max_merges, max_ids, report)
+        max(1, int(min_frequency)), n_base, max_merges, max_ids, report, num_threads)
     all_counts = np.concatenate([stage1.merge_counts, merge_counts])
     tok = Tokenizer(np.concatenate([stage1.merges, merges]).astype(np.int32), pattern=pattern,
                     special_tokens=special_tokens, tie_break=tie_break,
@@ -151,7 +216,7 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
 
 
 def train_cut(table, train, min_count: int, n_base: int, max_merges: int, max_ids: int,
-              report=None):
+              report=None, num_threads=None):
     """``train(cut_table, min_count)``'s merges, which are those of ``train(table,
     min_count)``: trained on the table cut at the pairs of count below a threshold, with
     merges of at least that count.
@@ -175,7 +240,7 @@ def train_cut(table, train, min_count: int, n_base: int, max_merges: int, max_id
                             min_count)
     runs = 0
     while True:
-        cut = cut_table(symbols, offsets, counts, pairs, theta)
+        cut = cut_table(symbols, offsets, counts, pairs, theta, num_threads)
         merges, merge_ids, merge_counts = train(cut, max(min_count, theta))
         runs += 1
         new_ids = int(np.count_nonzero(np.unique(merge_ids) >= n_base))
@@ -197,7 +262,7 @@ def first_threshold(pair_counts: np.ndarray, n_merges: int, min_count: int) -> i
     return max(min_count, int(kth * THRESHOLD_SHARE))
 
 
-def cut_table(symbols, offsets, counts, pairs, theta: int):
+def cut_table(symbols, offsets, counts, pairs, theta: int, num_threads=None):
     """``(symbols, offsets, counts)`` of the word table cut between adjacent symbols whose
     pair count (``pairs``: ``adjacent_pair_counts``) is below ``theta``; pieces of
     one symbol dropped, equal pieces one row with their counts added, in order of
@@ -209,9 +274,10 @@ def cut_table(symbols, offsets, counts, pairs, theta: int):
     # Looked up in a table of the frequent pairs alone (see frequent_pairs); the kept
     # pieces come out compact, so the one-symbol pieces (most of them) never take memory.
     frequent = call_kernel(frequent_pairs, pairs, int(theta))
-    symbols, starts, piece_counts = call_kernel(kept_pieces, symbols, offsets,
-                                                np.ascontiguousarray(counts, np.int64),
-                                                frequent, int(theta))
+    counts = np.ascontiguousarray(counts, np.int64)
+    symbols, starts, piece_counts = joined(on_halves(
+        lambda lo, hi: call_kernel(kept_pieces, symbols, offsets[lo:hi + 1], counts[lo:hi],
+                                   frequent, int(theta)), len(counts), num_threads), 1)
     pieces = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(starts) - 1,
         [None, pa.py_buffer(starts * 4), pa.py_buffer(symbols)])

@@ -92,17 +92,54 @@ SHARES = [0.25, 1.0, 3.0, 1e9]
           suppress_health_check=[HealthCheck.too_slow])
 @given(docs=corpora(), tie=st.sampled_from(TIES), transition=st.integers(256, 270),
        extra=st.integers(1, 40), min_frequency=st.integers(0, 3),
-       share=st.sampled_from(SHARES))
+       share=st.sampled_from(SHARES), halves=st.booleans())
 def test_any_cut_threshold_gives_the_reference(docs, tie, transition, extra, min_frequency,
-                                               share):
+                                               share, halves):
+    """``halves``: stage 2's passes split the words in two halves whatever their number
+    (down to halves of no word), as they do on two threads from HALVES_MIN_WORDS words."""
     from fastbpe_nb import superbpe
 
     opts = dict(vocab_size=transition + extra, tie_break=tie, min_frequency=min_frequency)
     model = ref.train_superbpe(docs, transition=transition, **opts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(superbpe, "THRESHOLD_SHARE", share)
-        tok = fb.train(docs, superbpe_transition=transition, **opts)
+        mp.setattr(superbpe, "HALVES_MIN_WORDS", 0 if halves else 1 << 40)
+        tok = fb.train(docs, superbpe_transition=transition, num_threads=2, **opts)
     assert_same_model(tok, model)
+
+
+@pytest.mark.parametrize("tie", TIES)
+def test_stage_two_on_halves_gives_the_reference(monkeypatch, tie):
+    """Tie-heavy corpora with stage 2's passes on two halves of the words (the second half
+    sees segments and pieces the first half numbered, and new ones)."""
+    from fastbpe_nb import superbpe
+
+    monkeypatch.setattr(superbpe, "HALVES_MIN_WORDS", 0)
+    docs = [doc for seed in range(31, 35) for doc in tie_heavy_corpus(seed, 150)]
+    model = ref.train_superbpe(docs, transition=300, vocab_size=380, tie_break=tie)
+    tok = fb.train(docs, vocab_size=380, superbpe_transition=300, tie_break=tie,
+                   num_threads=2)
+    assert_same_model(tok, model)
+
+
+def test_on_halves_and_joined():
+    from fastbpe_nb.superbpe import joined, on_halves
+
+    calls = []
+    assert on_halves(lambda lo, hi: calls.append((lo, hi)) or (lo, hi), 5, 1) == [(0, 5)]
+    with pytest.MonkeyPatch.context() as mp:
+        from fastbpe_nb import superbpe
+
+        mp.setattr(superbpe, "HALVES_MIN_WORDS", 4)
+        assert on_halves(lambda lo, hi: (lo, hi), 5, 2) == [(0, 2), (2, 5)]
+        assert on_halves(lambda lo, hi: (lo, hi), 3, 2) == [(0, 3)]
+    a = (np.array([1, 2, 3]), np.array([0, 1, 3]), np.array([7, 8]))
+    b = (np.array([4, 5]), np.array([0, 2]), np.array([9]))
+    values, offsets, rows = joined([a, b], 1)
+    assert values.tolist() == [1, 2, 3, 4, 5] and offsets.tolist() == [0, 1, 3, 5]
+    assert rows.tolist() == [7, 8, 9]
+    empty = (np.array([], int), np.array([0]), np.array([], int))
+    assert joined([empty, b], 1)[1].tolist() == [0, 2] and joined([a, empty], 1)[1].tolist() == [0, 1, 3]
 
 
 @pytest.mark.parametrize("share", SHARES)
@@ -198,16 +235,26 @@ def test_cut_table_counts_past_float_precision():
 @settings(max_examples=100 if not NOJIT else 20, deadline=None)
 @given(table=st.lists(st.lists(st.integers(0, 99), max_size=5), min_size=1, max_size=8),
        data=st.data())
-def test_gather_rows(table, data):
-    from fastbpe_nb.kernels.pair_cut import gather_rows
+def test_gather_rows_into(table, data):
+    from fastbpe_nb.kernels.pair_cut import gather_rows_into, word_lengths
 
     rows = data.draw(st.lists(st.integers(0, len(table) - 1), max_size=12))
+    at = data.draw(st.integers(0, 3))
     values = np.array([x for row in table for x in row], dtype=np.int32)
     offsets = np.cumsum([0] + [len(row) for row in table]).astype(np.int64)
+    want = [x for r in rows for x in table[r]]
     for dtype in (np.int64, np.int32):  # Arrow's dictionary indices are int32
-        out, out_offsets = gather_rows(values, offsets, np.array(rows, dtype=dtype))
-        assert [out[a:b].tolist() for a, b in zip(out_offsets[:-1], out_offsets[1:])] == \
-            [table[r] for r in rows]
+        out = np.full(at + len(want) + 2, -7, dtype=np.int32)
+        end = gather_rows_into(values, offsets, np.array(rows, dtype=dtype), out, at)
+        assert end == at + len(want) and out[at:end].tolist() == want
+        assert (out[:at] == -7).all() and (out[end:] == -7).all()  # nothing else written
+    # word_lengths: the rows cut into words at drawn places, each word's values counted.
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=4)))
+    word_first = np.array([0] + cuts + [len(rows)], dtype=np.int64)
+    want_lengths = [sum(len(table[r]) for r in rows[a:b])
+                    for a, b in zip(word_first[:-1], word_first[1:])]
+    assert word_lengths(offsets, np.array(rows, dtype=np.int32), word_first).tolist() == \
+        want_lengths
 
 
 @settings(max_examples=200 if not NOJIT else 40, deadline=None)

@@ -183,9 +183,38 @@ def kept_pieces(symbols, offsets, counts, table, theta):
 
 
 @njit(cache=True, nogil=True)
-def gather_rows(values, offsets, rows):
-    """The rows ``rows`` of a CSR table, end to end (SuperBPE's stage-2 words from the ids
-    of their distinct segments).
+def word_lengths(offsets, rows, word_first):
+    """How many values each word gathers: the lengths of its rows summed.
+
+    Parameters
+    ----------
+    offsets : int64[n_rows + 1]
+        Row boundaries of a CSR table (rising; validated by the caller).
+    rows : int32[k] or int64[k]
+        Row numbers below ``n_rows``, word after word.
+    word_first : int64[n_words + 1]
+        Index in ``rows`` of each word's first row (``k`` last).
+
+    Returns
+    -------
+    int64[n_words]
+    """
+    n_words = word_first.shape[0] - 1
+    out = np.zeros(n_words, dtype=np.int64)
+    for w in range(n_words):
+        total = 0
+        for i in range(word_first[w], word_first[w + 1]):
+            r = rows[i]
+            total += offsets[r + 1] - offsets[r]
+        out[w] = total
+    return out
+
+
+@njit(cache=True, nogil=True)
+def gather_rows_into(values, offsets, rows, out, at):
+    """The rows ``rows`` of a CSR table, end to end, written into ``out`` from position
+    ``at`` (SuperBPE's stage-2 words from the ids of their distinct segments; two threads
+    fill the two halves of one array, so no copy joins them).
 
     Parameters
     ----------
@@ -195,27 +224,22 @@ def gather_rows(values, offsets, rows):
         Row boundaries in ``values`` (rising; validated by the caller).
     rows : int32[k] or int64[k]
         Row numbers below ``n_rows``, in the order wanted (repeats allowed).
+    out : int32[>= at + total]
+        Written at ``at .. at + total`` (the caller sizes it from the rows' lengths).
+    at : int
+        Where the first row's values go.
 
     Returns
     -------
-    out : int32[total]
-        The rows' values, end to end.
-    out_offsets : int64[k + 1]
-        Their boundaries in ``out``.
+    int
+        The position after the last value written.
     """
-    k = rows.shape[0]
-    out_offsets = np.zeros(k + 1, dtype=np.int64)
-    for i in range(k):
+    for i in range(rows.shape[0]):
         r = rows[i]
-        out_offsets[i + 1] = out_offsets[i] + offsets[r + 1] - offsets[r]
-    out = np.empty(out_offsets[k], dtype=np.int32)
-    for i in range(k):
-        r = rows[i]
-        o = out_offsets[i]
         for j in range(offsets[r], offsets[r + 1]):
-            out[o] = values[j]
-            o += 1
-    return out, out_offsets
+            out[at] = values[j]
+            at += 1
+    return at
 
 
 @njit(cache=True, nogil=True)
