@@ -3,10 +3,14 @@ training time (docs/variants.md).
 
     PYTHONPATH=. python benchmarks/compare_superbpe.py [--vocab 8192] [--transition 6144]
         [--corpora /work/shared/corpora] [--code-bytes 8000000] [--only kjv,python-stdlib]
+        [--linux-mb 100]
 
 Each corpus is cut into documents of 50 lines (the stdlib: one per file); every tenth
 document is held out and measured, the rest is trained on with ``fb.train`` (one warm-up
 run first, so compile time is not counted; training times are the best of 3 runs).
+``--linux-mb N`` adds N MB of the Linux sources (``bench_data``: Debian's
+``linux-source-6.1``) trained from the file with ``fb.train_files``, as at scale
+(training time only: there is no held-out part).
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ def main():
     ap.add_argument("--corpora", default="/work/shared/corpora")
     ap.add_argument("--code-bytes", type=int, default=8_000_000)
     ap.add_argument("--only", help="comma-separated corpus names (default: all)")
+    ap.add_argument("--linux-mb", type=int, default=0,
+                    help="also train_files on this many MB of the Linux sources")
     args = ap.parse_args()
     sets = corpus_sets(args.corpora, args.code_bytes)
     if args.only:
@@ -88,6 +94,17 @@ def main():
         print(f"{name:16} {mb:5.1f} {bpt_c:9.3f} {bpt_s:11.3f} {tpc_c:12.4f} {tpc_s:14.4f} "
               f"{1 - tpc_s / tpc_c:12.1%} {t_classic:11.3f} {t_super:7.3f} "
               f"{t_super / t_classic:6.2f}")
+    if args.linux_mb:
+        from bench_data import corpus_path
+
+        path, what = corpus_path(args.linux_mb * 1_000_000)
+        path = str(path)
+        print(f"train_files on {what}:")
+        _, t_classic = timed(lambda: fb.train_files([path], vocab_size=args.vocab))
+        _, t_super = timed(lambda: fb.train_files([path], vocab_size=args.vocab,
+                                                  superbpe_transition=args.transition))
+        print(f"{'linux (files)':16} {args.linux_mb:5d} {'':9} {'':11} {'':12} {'':14} {'':12} "
+              f"{t_classic:11.3f} {t_super:7.3f} {t_super / t_classic:6.2f}")
 
 
 if __name__ == "__main__":
