@@ -232,10 +232,16 @@ def train_cut(table, train, min_count: int, n_base: int, max_merges: int, max_id
     trained again with a quarter of the threshold, down to ``min_count``, the floor of
     every merge (then only pairs that can never be merged are cut).
     """
-    from .kernels.pair_cut import adjacent_pair_counts
+    from .kernels.pair_cut import added_pair_counts, adjacent_pair_counts
 
     symbols, offsets, counts = table
-    pairs = call_kernel(adjacent_pair_counts, symbols, offsets, counts)
+    # The two halves of the words counted at once, the smaller table added to the larger.
+    halves = sorted(on_halves(lambda lo, hi: call_kernel(adjacent_pair_counts, symbols,
+                                                         offsets[lo:hi + 1], counts[lo:hi]),
+                              len(counts), num_threads), key=len)
+    pairs = halves[-1]
+    if len(halves) == 2:
+        pairs = call_kernel(added_pair_counts, halves[1], halves[0])
     theta = first_threshold(pairs[1::2][pairs[0::2] != -1], min(max_merges, max_ids - n_base),
                             min_count)
     runs = 0

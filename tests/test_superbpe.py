@@ -205,6 +205,19 @@ def test_cut_table_equals_cutting_by_hand(words, counts, theta):
     assert {(k >> 32, k & 0xFFFFFFFF): v for k, v in zip(keys, vals) if k != -1} == pair_count
     assert 2 * np.count_nonzero(keys != -1) <= len(keys)  # grown when half full
     assert list(got.items()) == list(want.items())
+    # The two halves of the words counted apart (offsets slices), then added.
+    from fastbpe_nb.kernels.pair_cut import added_pair_counts, adjacent_pair_counts
+
+    symbols = np.array([x for w in words for x in w], dtype=np.int32)
+    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
+    counts = np.array(counts, dtype=np.int64)
+    h = len(words) // 2
+    first = adjacent_pair_counts(symbols, offsets[:h + 1], counts[:h])
+    second = adjacent_pair_counts(symbols, offsets[h:], counts[h:])
+    both = added_pair_counts(first, second)
+    keys, vals = both[0::2], both[1::2]
+    assert {(k >> 32, k & 0xFFFFFFFF): v for k, v in zip(keys, vals) if k != -1} == pair_count
+    assert 2 * np.count_nonzero(keys != -1) <= len(keys)
 
 
 def test_cut_table_with_many_distinct_pieces():

@@ -66,8 +66,8 @@ def adjacent_pair_counts(symbols, offsets, counts):
         SuperBPE's stage-2 tables) and doubles when half full.
     """
     n_words = offsets.shape[0] - 1
-    table = np.full(2 * table_capacity(max(1, (symbols.shape[0] - n_words) // 4)), EMPTY,
-                    dtype=np.int64)
+    n_pairs = offsets[n_words] - offsets[0] - n_words  # at most (``offsets`` may be a slice)
+    table = np.full(2 * table_capacity(max(1, n_pairs // 4)), EMPTY, dtype=np.int64)
     table[1::2] = 0
     used = 0
     for w in range(n_words):
@@ -82,6 +82,40 @@ def adjacent_pair_counts(symbols, offsets, counts):
                 table[2 * j] = key
                 used += 1
             table[2 * j + 1] += c
+    return table
+
+
+@njit(cache=True, nogil=True)
+def added_pair_counts(table, other):
+    """``table`` with the counts of ``other`` added (both in ``adjacent_pair_counts``'
+    layout: the two halves of a table's words counted on two threads); grown, like it,
+    when half full.
+
+    Parameters
+    ----------
+    table, other : int64[2 cap], int64[2 cap']
+        Interleaved ``(key, count)`` slots, ``EMPTY`` keys free. ``table`` is written.
+
+    Returns
+    -------
+    int64[2 cap'']
+        ``table`` itself, or a grown copy.
+    """
+    used = 0
+    for i in range(table.shape[0] >> 1):
+        used += table[2 * i] != EMPTY
+    for i in range(other.shape[0] >> 1):
+        key = other[2 * i]
+        if key == EMPTY:
+            continue
+        j = _slot(table, key)
+        if table[2 * j] == EMPTY:
+            if 4 * (used + 1) > table.shape[0]:  # over half of the slots
+                table = _grown(table)
+                j = _slot(table, key)
+            table[2 * j] = key
+            used += 1
+        table[2 * j + 1] += other[2 * i + 1]
     return table
 
 
@@ -151,9 +185,12 @@ def kept_pieces(symbols, offsets, counts, table, theta):
         The count of each piece's word.
     """
     n_words = offsets.shape[0] - 1
-    n = symbols.shape[0]
+    # Sized for these words' symbols (``offsets`` may be a slice: half of the words), and
+    # not zeroed: only what is written is touched (a fresh page's first write is costly).
+    n = offsets[n_words] - offsets[0]
     out = np.empty(n, dtype=np.int32)
-    out_offsets = np.zeros(n // 2 + 2, dtype=np.int64)
+    out_offsets = np.empty(n // 2 + 2, dtype=np.int64)
+    out_offsets[0] = 0
     out_counts = np.empty(n // 2 + 1, dtype=np.int64)
     m = 0  # pieces kept
     at = 0  # where the piece being built starts in ``out``
