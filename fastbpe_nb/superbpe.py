@@ -180,7 +180,10 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
 
     n_special = len(special_tokens)
     base_bytes = list(stage1.vocab[: len(stage1.vocab) - n_special])
-    symbols, sym_offsets = stage2_symbols(stage1, base_bytes, word_bytes, offsets, num_threads)
+    # Under a memory budget, the passes run on one thread (two halves hold two tables).
+    halves_threads = 1 if max_memory is not None else num_threads
+    symbols, sym_offsets = stage2_symbols(stage1, base_bytes, word_bytes, offsets,
+                                          halves_threads)
     n_base = len(base_bytes)
     ranks = np.arange(n_base, dtype=np.int64)
     if tie_break == "hf":
@@ -199,7 +202,7 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
 
     merges, merge_ids, merge_counts = train_cut(
         (symbols, sym_offsets, np.ascontiguousarray(counts, np.int64)), train,
-        max(1, int(min_frequency)), n_base, max_merges, max_ids, report, num_threads)
+        max(1, int(min_frequency)), n_base, max_merges, max_ids, report, halves_threads)
     all_counts = np.concatenate([stage1.merge_counts, merge_counts])
     tok = Tokenizer(np.concatenate([stage1.merges, merges]).astype(np.int32), pattern=pattern,
                     special_tokens=special_tokens, tie_break=tie_break,
@@ -343,7 +346,7 @@ class Stage2:
                             max_memory=max_memory, report=report)
 
     def overlaps(self, max_memory=None) -> bool:
-        """Whether stage 2 counts the corpus while stage 1 merges (``count_ahead``): with
+        """Whether stage 2 counts the corpus while stage 1 merges (``merge_and_count``): with
         more than one thread and no memory budget (the two phases' tables then coexist;
         under a budget they run one after the other, as the budget was measured)."""
         from .parallel import default_threads
