@@ -91,6 +91,8 @@ class TrainOptions:
 #: Options that only SentencePiece-style training takes.
 _SENTENCEPIECE_ONLY = ("byte_fallback", "split_digits", "character_coverage", "add_dummy_prefix",
                        "remove_extra_whitespaces", "user_defined_symbols", "control_symbols")
+
+
 def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, report=None,
                      max_memory=None):
     """Learn merges from a word table and build the Tokenizer (and fill ``report``).

@@ -139,7 +139,8 @@ def test_on_halves_and_joined():
     assert values.tolist() == [1, 2, 3, 4, 5] and offsets.tolist() == [0, 1, 3, 5]
     assert rows.tolist() == [7, 8, 9]
     empty = (np.array([], int), np.array([0]), np.array([], int))
-    assert joined([empty, b], 1)[1].tolist() == [0, 2] and joined([a, empty], 1)[1].tolist() == [0, 1, 3]
+    assert joined([empty, b], 1)[1].tolist() == [0, 2]
+    assert joined([a, empty], 1)[1].tolist() == [0, 1, 3]
 
 
 @pytest.mark.parametrize("share", SHARES)

@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: d110c9322572ec90bc4fd648dd094e1f79863bea341fd0c1f1de0d0f6d080157
+#: kernel cache stamp: dc74ff96e52b9ef12683e28a543a173524a1d832ac2998068c1dc164a3b88ff8
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

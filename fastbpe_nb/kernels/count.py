@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: d110c9322572ec90bc4fd648dd094e1f79863bea341fd0c1f1de0d0f6d080157
+#: kernel cache stamp: dc74ff96e52b9ef12683e28a543a173524a1d832ac2998068c1dc164a3b88ff8
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots
 from .hashing import EMPTY, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: 43261fd178192a75e7747b57dca227b5945bf6ccf29c70500decc9c868bbd0a8
+#: kernel cache stamp: 063f79828c408a926483357c240dd97394d466463d343ae5eb3bddf8c07463f4
 
 
 @njit(cache=True, nogil=True)

@@ -598,7 +598,8 @@ def superbpe_piece_end(words, i, n_chars):
             j += 1
         return j
     start = -1  # start of a punctuation run of >= 2, the optional space before it
-    if (w & CH_SPACE) != 0 and (words[i + 1] & _NOT_OTHER) == 0 and (words[i + 2] & _NOT_OTHER) == 0:
+    if ((w & CH_SPACE) != 0 and (words[i + 1] & _NOT_OTHER) == 0
+            and (words[i + 2] & _NOT_OTHER) == 0):
         start = i + 1
     elif (w & _NOT_OTHER) == 0 and (words[i + 1] & _NOT_OTHER) == 0:
         start = i
