@@ -323,7 +323,11 @@ def test_distinct_segments_table_grows():
     assert first.tolist() == list(range(len(words) + 1))
 
 
-def _superbpe_in_child(docs):
+def _superbpe_in_child(docs, halves_min_words=None):
+    from fastbpe_nb import superbpe
+
+    if halves_min_words is not None:  # stage 2's passes on two halves (helper threads)
+        superbpe.HALVES_MIN_WORDS = halves_min_words
     tok, report = fb.train(docs, vocab_size=340, superbpe_transition=300, num_threads=2,
                            return_report=True)
     return tok.merges.tolist(), report["superbpe_stage2_cut"]
@@ -339,8 +343,11 @@ def test_training_in_a_forked_child():
     want = _superbpe_in_child(docs)
     assert want[1]["threshold"] > 1  # the cut table really was used
     with multiprocessing.get_context("fork").Pool(1) as pool:
-        # A timeout: a child that hangs fails the test instead of stalling the run.
+        # A timeout: a child that hangs fails the test instead of stalling the run. In the
+        # child too, stage 2 counts in a helper thread while stage 1 merges, and (second
+        # call) runs its passes on two halves of the words in helper threads.
         assert pool.apply_async(_superbpe_in_child, (docs,)).get(timeout=600) == want
+        assert pool.apply_async(_superbpe_in_child, (docs, 0)).get(timeout=600) == want
 
 
 @pytest.mark.parametrize("entry", ["train", "train_files"])
