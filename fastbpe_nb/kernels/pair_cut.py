@@ -73,16 +73,24 @@ def adjacent_pair_counts(symbols, offsets, counts):
     for w in range(n_words):
         c = counts[w]
         for i in range(offsets[w] + 1, offsets[w + 1]):
-            key = pair_key(symbols[i - 1], symbols[i])
-            j = _slot(table, key)
-            if table[2 * j] == EMPTY:
-                if 4 * (used + 1) > table.shape[0]:  # over half of the slots
-                    table = _grown(table)
-                    j = _slot(table, key)
-                table[2 * j] = key
-                used += 1
-            table[2 * j + 1] += c
+            table, used = _added(table, pair_key(symbols[i - 1], symbols[i]), c, used)
     return table
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _added(table, key, count, used):
+    """``(table, used)``: ``count`` added to ``key``'s slot (taken if the key is new; the
+    table grown first when that would fill over half of it), ``used`` the keys it holds.
+    Inlined: a call per pair that takes the array costs its reference counting."""
+    j = _slot(table, key)
+    if table[2 * j] == EMPTY:
+        if 4 * (used + 1) > table.shape[0]:  # over half of the slots
+            table = _grown(table)
+            j = _slot(table, key)
+        table[2 * j] = key
+        used += 1
+    table[2 * j + 1] += count
+    return table, used
 
 
 @njit(cache=True, nogil=True)
@@ -105,17 +113,8 @@ def added_pair_counts(table, other):
     for i in range(table.shape[0] >> 1):
         used += table[2 * i] != EMPTY
     for i in range(other.shape[0] >> 1):
-        key = other[2 * i]
-        if key == EMPTY:
-            continue
-        j = _slot(table, key)
-        if table[2 * j] == EMPTY:
-            if 4 * (used + 1) > table.shape[0]:  # over half of the slots
-                table = _grown(table)
-                j = _slot(table, key)
-            table[2 * j] = key
-            used += 1
-        table[2 * j + 1] += other[2 * i + 1]
+        if other[2 * i] != EMPTY:
+            table, used = _added(table, other[2 * i], other[2 * i + 1], used)
     return table
 
 
