@@ -15,6 +15,8 @@ on the shared corpora (``cut_table``, ``train_cut``).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .byte_level import hf_byte_ranks
@@ -182,8 +184,10 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
     base_bytes = list(stage1.vocab[: len(stage1.vocab) - n_special])
     # Under a memory budget, the passes run on one thread (two halves hold two tables).
     halves_threads = 1 if max_memory is not None else num_threads
+    seconds = {"encoding": time.perf_counter(), "merging": 0.0}
     symbols, sym_offsets = stage2_symbols(stage1, base_bytes, word_bytes, offsets,
                                           halves_threads)
+    seconds["encoding"] = time.perf_counter() - seconds["encoding"]
     n_base = len(base_bytes)
     ranks = np.arange(n_base, dtype=np.int64)
     if tie_break == "hf":
@@ -195,14 +199,20 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
     base_units = np.fromiter(map(len, base_bytes), np.int64, n_base)
 
     def train(table, min_count):
-        return run_merge_kernel(*table, base_bytes, ranks, tie_mode, max_merges, max_ids,
-                                min_count, UNLIMITED if max_token_length is None
-                                else max_token_length, progress, max_memory=max_memory,
-                                base_units=base_units)
+        t0 = time.perf_counter()
+        try:
+            return run_merge_kernel(*table, base_bytes, ranks, tie_mode, max_merges, max_ids,
+                                    min_count, UNLIMITED if max_token_length is None
+                                    else max_token_length, progress, max_memory=max_memory,
+                                    base_units=base_units)
+        finally:
+            seconds["merging"] += time.perf_counter() - t0
 
+    t_cut = time.perf_counter()
     merges, merge_ids, merge_counts = train_cut(
         (symbols, sym_offsets, np.ascontiguousarray(counts, np.int64)), train,
         max(1, int(min_frequency)), n_base, max_merges, max_ids, report, halves_threads)
+    seconds["pairs_and_cut"] = time.perf_counter() - t_cut - seconds["merging"]
     all_counts = np.concatenate([stage1.merge_counts, merge_counts])
     tok = Tokenizer(np.concatenate([stage1.merges, merges]).astype(np.int32), pattern=pattern,
                     special_tokens=special_tokens, tie_break=tie_break,
@@ -215,6 +225,8 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
                        "superbpe_stage2_words": int(len(counts)),
                        "superbpe_stage2_symbols": int(len(symbols)),
                        "merges": int(len(tok.merges)), "vocab_size": tok.vocab_size})
+        # Counting's seconds come from Stage2.merge_and_count, when it ran.
+        report.setdefault("superbpe_stage2_seconds", {}).update(seconds)
     return tok
 
 
@@ -354,20 +366,37 @@ class Stage2:
         threads = self.opts.num_threads or default_threads()
         return max_memory is None and threads > 1
 
-    def merge_and_count(self, merge, count, max_memory=None):
+    def merge_and_count(self, merge, count, max_memory=None, report=None):
         """``(merge(), count(cancel))``: stage 1's tokenizer and stage 2's word table. With
         ``overlaps``, the count runs in a background thread while stage 1 merges
-        (``BackgroundCount``), and is cancelled if the merge fails."""
+        (``BackgroundCount``), and is cancelled if the merge fails. ``report`` gets
+        ``superbpe_stage2_seconds``: the count's ``counting`` and ``counting_after_stage1``
+        (the part stage 1's merge did not hide; all of it when they run in turn)."""
+        seconds = {}
+
+        def timed(cancel):
+            t0 = time.perf_counter()
+            table = count(cancel)
+            seconds["counting"] = time.perf_counter() - t0
+            return table
+
         if not self.overlaps(max_memory):
             tok = merge()
-            return tok, count(None)
-        pending = BackgroundCount(count)
-        try:
-            tok = merge()
-        except BaseException:
-            pending.cancel()
-            raise
-        return tok, pending.result()
+            table = timed(None)
+            seconds["counting_after_stage1"] = seconds["counting"]
+        else:
+            pending = BackgroundCount(timed)
+            try:
+                tok = merge()
+            except BaseException:
+                pending.cancel()
+                raise
+            t0 = time.perf_counter()
+            table = pending.result()
+            seconds["counting_after_stage1"] = time.perf_counter() - t0
+        if report is not None:
+            report["superbpe_stage2_seconds"] = seconds
+        return tok, table
 
     def count_texts(self, texts, cancel=None):
         """Stage 2's word table of ``texts`` (counted with the stage-2 pattern)."""

@@ -302,7 +302,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     else:  # stage 2 counts the corpus with its own pattern (while stage 1 merges)
         tok, table = stage2.merge_and_count(
             lambda: train_from_table(symbols, offsets, counts, alphabet, opts, report),
-            lambda cancel: stage2.count_texts(texts, cancel))
+            lambda cancel: stage2.count_texts(texts, cancel), report=report)
         tok = stage2.finish(tok, *table, report)
     if boundless:
         tok = boundless_bpe.train_texts(tok, counter.kept, opts, report)
@@ -566,7 +566,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
                 chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
                 max_chunk_bytes=max_chunk_bytes, cancel=cancel)[0], min_word_count),
-            max_memory)
+            max_memory, report)
         tok = stage2.finish(tok, *table, report, max_memory)
     if boundless:  # the supermerges need the corpus's pre-token sequence: read it again
         tok = boundless_bpe.train_files(tok, boundless_bpe.file_batches(

@@ -399,6 +399,22 @@ def test_stage_two_counts_while_stage_one_merges(monkeypatch, tmp_path, entry):
         parts.clear()
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_report_gives_stage_two_seconds(threads):
+    """The report times stage 2's phases: counting (and what of it stage 1's merge did not
+    hide), encoding the words, pair counting and the cut, the merge kernel."""
+    docs = [doc for seed in range(41, 44) for doc in tie_heavy_corpus(seed, 200)]
+    _, report = fb.train(docs, vocab_size=360, superbpe_transition=300, num_threads=threads,
+                         return_report=True)
+    seconds = report["superbpe_stage2_seconds"]
+    assert set(seconds) == {"counting", "counting_after_stage1", "encoding", "pairs_and_cut",
+                            "merging"}
+    assert all(isinstance(v, float) and v >= 0 for v in seconds.values())
+    assert seconds["counting"] > 0 and seconds["merging"] > 0
+    if threads == 1:  # in turn: all of the count came after stage 1
+        assert seconds["counting_after_stage1"] == seconds["counting"]
+
+
 def test_stage_one_failure_cancels_the_stage_two_count(monkeypatch):
     """An error (or Ctrl-C) in stage 1's merge cancels the background count: it stops
     before its next batch instead of reading the rest of the corpus for nothing."""
