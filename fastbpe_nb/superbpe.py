@@ -184,10 +184,10 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
     base_bytes = list(stage1.vocab[: len(stage1.vocab) - n_special])
     # Under a memory budget, the passes run on one thread (two halves hold two tables).
     halves_threads = 1 if max_memory is not None else num_threads
-    seconds = {"encoding": time.perf_counter(), "merging": 0.0}
+    t0 = time.perf_counter()
     symbols, sym_offsets = stage2_symbols(stage1, base_bytes, word_bytes, offsets,
                                           halves_threads)
-    seconds["encoding"] = time.perf_counter() - seconds["encoding"]
+    seconds = {"encoding": time.perf_counter() - t0, "merging": 0.0}
     n_base = len(base_bytes)
     ranks = np.arange(n_base, dtype=np.int64)
     if tie_break == "hf":

@@ -52,7 +52,8 @@ def adjacent_pair_counts(symbols, offsets, counts):
     symbols : int32[n]
         The words' symbols, end to end (ids below 2**31).
     offsets : int64[n_words + 1]
-        Word boundaries in ``symbols`` (rising from 0 to n; validated by the caller).
+        Word boundaries in ``symbols`` (rising, within it; validated by the caller). A
+        slice of a table's offsets serves: the words it spans.
     counts : int64[n_words]
         How often each word occurs.
 
@@ -146,11 +147,10 @@ def frequent_pairs(table, theta):
             n += 1
     out = np.full(2 * table_capacity(n), EMPTY, dtype=np.int64)
     out[1::2] = 0
+    used = 0  # sized for them: never grows
     for i in range(table.shape[0] >> 1):
         if table[2 * i] != EMPTY and table[2 * i + 1] >= theta:
-            j = _slot(out, table[2 * i])
-            out[2 * j] = table[2 * i]
-            out[2 * j + 1] = table[2 * i + 1]
+            out, used = _added(out, table[2 * i], table[2 * i + 1], used)
     return out
 
 
@@ -165,7 +165,8 @@ def kept_pieces(symbols, offsets, counts, table, theta):
     symbols : int32[n]
         The words' symbols, end to end.
     offsets : int64[n_words + 1]
-        Word boundaries in ``symbols`` (rising from 0 to n; validated by the caller).
+        Word boundaries in ``symbols`` (rising, within it; validated by the caller). A
+        slice of a table's offsets serves: the words it spans.
     counts : int64[n_words]
         How often each word occurs.
     table : int64[2 cap]
@@ -236,7 +237,7 @@ def word_lengths(offsets, rows, word_first):
     int64[n_words]
     """
     n_words = word_first.shape[0] - 1
-    out = np.zeros(n_words, dtype=np.int64)
+    out = np.empty(n_words, dtype=np.int64)  # every entry is written
     for w in range(n_words):
         total = 0
         for i in range(word_first[w], word_first[w + 1]):
@@ -289,7 +290,8 @@ def distinct_segments(data, offsets, joinable):
     data : uint8[n]
         The words' bytes, end to end.
     offsets : int64[n_words + 1]
-        Word boundaries in ``data`` (rising from 0 to n; validated by the caller).
+        Word boundaries in ``data`` (rising, within it; validated by the caller). A slice
+        of a table's offsets serves: the words it spans.
     joinable : bool[256, 256]
         ``joinable[a, b]``: some token holds byte ``a`` followed by byte ``b``.
 
