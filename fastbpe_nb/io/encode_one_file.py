@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import DisallowedSpecialTokenError, FastBPEError, InvalidUTF8Error
 from ..framing import add_special
-from .atomic import PendingFile, name_error
+from .atomic import PendingFile, name_error, sync_written
 from .bin_files import commit_bin, write_bin
 from .encode_identity import META_KEY, check_unchanged
 from .encode_inputs import open_input, text_slices
@@ -117,7 +117,8 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
                 if count_column is not None:
                     arrays.append(pa.array(np.diff(offsets).astype(np.int32), mask=~valid))
                 arrays += [table.column(c).combine_chunks() for c in keep]
-                out.submit(writer.write_table, pa.Table.from_arrays(arrays, schema=schema))
+                out.submit(_write_synced, writer.write_table, pending[0].file,
+                           pa.Table.from_arrays(arrays, schema=schema))
             else:
                 if bos_id is not None:
                     ids, offsets = add_special(ids, offsets, bos_id, -1, valid)
@@ -125,8 +126,8 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
                 # ids back to back: insert the separator after each of them.
                 ends = offsets[1:][valid]
                 n_flat = int(ends.shape[0]) + int(ids.shape[0])
-                out.submit(write_bin, pending[0].file, ids, ends, sep_id,
-                           np.dtype("<" + np_dtype.str[1:]))
+                out.submit(_write_synced, write_bin, pending[0].file, pending[0].file, ids,
+                           ends, sep_id, np.dtype("<" + np_dtype.str[1:]))
                 starts = (offsets[:-1][valid] + np.arange(len(ends))).astype(np.int64)
                 idx_parts.append(starts + n_tokens_written)
                 n_tokens_written += n_flat
@@ -179,6 +180,13 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
         if new is not exc:
             raise new from exc
         raise
+
+def _write_synced(write, f, *args) -> None:
+    """``write(*args)``, then what ``f`` holds made durable (``atomic.sync_written``), in the
+    writer thread, while the next slice is encoded."""
+    write(*args)
+    sync_written(f)
+
 
 def _add_null_ranges(ranges: list, valid, row0: int) -> None:
     """Append the ``[start, stop)`` runs of null rows of a slice (rows from ``row0``) to
