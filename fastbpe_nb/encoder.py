@@ -318,7 +318,7 @@ class Encoder:
         parts, row = [], row_base
         for chunk in string_chunks(array, row_base=row_base):
             data, doc_offsets, valid = text_buffers(chunk, row_base=row)
-            if self.raw and self._rows_plain(chunk, data, doc_offsets, allowed, disallowed, row):
+            if self.raw and self._rows_plain(data, doc_offsets, allowed, disallowed, row):
                 ids, offsets = self.encode_rows(data, doc_offsets, n_threads, dropout, seed)
             else:
                 texts = arrow_texts(chunk, data, doc_offsets, row, self.raw)
@@ -329,9 +329,9 @@ class Encoder:
             row += len(chunk)
         return join_flat(parts)
 
-    def _rows_plain(self, array, data, doc_offsets, allowed, disallowed, row_base) -> bool:
+    def _rows_plain(self, data, doc_offsets, allowed, disallowed, row_base) -> bool:
         """Whether no row holds an allowed special token (raising for a disallowed one)."""
-        candidates = self.specials.candidate_rows(array, allowed | disallowed)
+        candidates = self.specials.candidate_rows(data, doc_offsets, allowed | disallowed)
         allowed_m = self.specials.matcher(allowed)
         disallowed_m = self.specials.matcher(disallowed)
         plain = True

@@ -331,3 +331,26 @@ def test_many_special_tokens(tmp_path):
     assert loaded.vocab_size == 256 + 100_000
     assert loaded.encode("a<|extra_99999|>b<|extra_5|", allowed_special="all") == [
         97, 256 + 99_999, 98] + list(b"<|extra_5|")
+
+
+@settings(max_examples=300 if not NOJIT else 50, deadline=None)
+@given(rows=st.lists(st.one_of(st.none(), st.text(alphabet="<|>ab é", max_size=12)),
+                     max_size=8),
+       specials=st.lists(st.text(alphabet="<|>ab é", min_size=1, max_size=4), min_size=1,
+                         max_size=5, unique=True),
+       lead=st.integers(0, 3))
+def test_candidate_rows_hold_every_row_with_a_special_token(rows, specials, lead):
+    # Arrow rows as bytes (offsets need not start at 0): every row holding a token is a
+    # candidate, candidates are sorted and distinct, and a prefix alone in a row's text
+    # (or running into the next row) at most adds a row to check.
+    from fastbpe_nb.specials import SpecialTokens
+
+    raw = [b"" if r is None else r.encode() for r in rows]
+    data = np.frombuffer(b"x" * lead + b"".join(raw) + b"<|", dtype=np.uint8)
+    offsets = np.cumsum([lead] + [len(r) for r in raw]).astype(np.int64)
+    specials_of = SpecialTokens({t: 1000 + i for i, t in enumerate(specials)})
+    got = specials_of.candidate_rows(data, offsets, frozenset(specials))
+    assert got.tolist() == sorted(set(got.tolist()))
+    holding = [i for i, r in enumerate(rows) if r and any(t in r for t in specials)]
+    assert set(holding) <= set(got.tolist())
+    assert all(0 <= i < len(rows) and raw[i] for i in got.tolist())
