@@ -43,12 +43,11 @@ for vocab in sys.argv[1:]:
             po = np.zeros(len(sel) + 1, np.int64); np.cumsum([len(p) for p in sel], out=po[1:])
             docs = np.array([0, len(sel)], np.int64)
             base = (d, tok.level.sym_map, po, np.zeros(0, np.int32), docs, *kt.args(backtrack=False), 0.0, 0, *kt.tail())
-            rest = (*no_cache(np.uint8), *_scanner.encode_scan_args())
-            encode_serial(*base, *rest); encode_pieces(d, po, *tables)
+            encode_serial(*base, *no_cache(np.uint8)); encode_pieces(d, po, *tables)
             tb, tm = [], []
             for _ in range(5):  # interleaved
                 t = time.thread_time(); r1 = encode_pieces(d, po, *tables); tb.append(time.thread_time() - t)
-                t = time.thread_time(); r2 = encode_serial(*base, *rest); tm.append(time.thread_time() - t)
+                t = time.thread_time(); r2 = encode_serial(*base, *no_cache(np.uint8)); tm.append(time.thread_time() - t)
             assert r1[2] == 0 and np.array_equal(r1[0], r2[0]), (name, lo)
             b, m = np.median(tb), np.median(tm)
             print(f"  {name:9s} {lo:>2}-{hi if hi < 1<<30 else '':<3} {len(sel):>7} pieces "

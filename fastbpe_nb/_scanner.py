@@ -22,15 +22,7 @@ SEGMENT_BYTES = 2 << 20
 #: scan in 0.25 ms instead of 0.45 on two threads).
 PARALLEL_SCAN_BYTES = 1 << 14
 
-#: Encoding blocks that scan their own documents (``encode_scan_args``) scan this many
-#: bytes of text, then encode those pieces while the text is in cache (as counting does).
-ENCODE_CHUNK_BYTES = 1 << 16
-#: ... and size their tables for a piece per this many bytes (gpt2/cl100k pieces of Linux
-#: sources and of prose average 4-5 bytes).
-ENCODE_PIECE_BYTES = 4
-
 _class_table = None
-_EMPTY_OFFSETS = None
 
 
 def class_table() -> tuple[np.ndarray, np.ndarray]:
@@ -83,24 +75,6 @@ def _as_doc_offsets(doc_offsets, n_bytes: int) -> np.ndarray:
     if offsets.shape[0] > 1 and np.any(np.diff(offsets) < 0):
         raise ValueError("doc_offsets must be non-decreasing")
     return read_only(offsets)
-
-
-def encode_scan_args(name: str | None = None, doc_offsets=None) -> tuple:
-    """The encode kernels' scanning arguments (``kernels.encode.encode_batch``: ``scan_id``
-    to ``piece_bytes``): with ``name`` (a scanner pattern) the kernel's blocks scan the
-    documents of ``doc_offsets`` (int64, validated by the caller) themselves; without, the
-    caller gives the pieces (``scan_id`` -1, empty ``doc_offsets``)."""
-    global _EMPTY_OFFSETS
-    from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
-
-    stage1, stage2 = class_table()
-    if name is None:
-        if _EMPTY_OFFSETS is None:
-            _EMPTY_OFFSETS = read_only(np.zeros(0, dtype=np.int64))
-        return (-1, _EMPTY_OFFSETS, stage1, stage2, WINDOW_BYTES, STREAM_BYTES,
-                ENCODE_CHUNK_BYTES, ENCODE_PIECE_BYTES)
-    return (PATTERN_IDS[name], read_only(doc_offsets), stage1, stage2, WINDOW_BYTES,
-            STREAM_BYTES, ENCODE_CHUNK_BYTES, ENCODE_PIECE_BYTES)
 
 
 def scan_offsets(data, doc_offsets, name: str, n_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:

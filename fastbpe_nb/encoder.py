@@ -21,7 +21,7 @@ import numpy as np
 from . import pretokenize
 # A single text longer than SEGMENT_BYTES (UTF-8 bytes) is pre-tokenized and encoded this
 # many bytes at a time (see Encoder.encode_huge); tests patch it here.
-from ._scanner import SEGMENT_BYTES, encode_scan_args, read_only
+from ._scanner import SEGMENT_BYTES, read_only
 from .errors import InvalidUTF8Error, UnsupportedInputError
 from .parallel import run_encode
 from .piece_cache import PieceCache
@@ -65,45 +65,27 @@ class Encoder:
         # is no per-piece memo. Pruning's post step works token by token.
         self.safe_cut = getattr(post, "safe_cut", None)
         self.segmentable = self.raw and level.scanned()
-        #: The scanner's name for the kernel's blocks to pre-tokenize batches of plain rows
-        #: themselves (``run_scanning``; whole documents, so SuperBPE's pattern too), or None.
-        self.scanner = pretokenize.scanner_name(level.pattern) if self.raw else None
         self.memo = {} if self.segmentable and self.safe_cut is None else None  # piece -> ids
         self._id_objects = None  # object array: the int of each id, shared by id lists
 
     # ------------------------------------------------------------------ the kernel call
     def run(self, layout, n_threads: int = 1, dropout: float = 0.0, seed: int = 0):
         """``(ids int32[n], offsets int64[n_docs + 1])`` of a layout (see ``layout.py``)."""
-        # Read-only views: one compiled specialization of the kernels (see read_only).
-        data, offsets, special, doc_pieces = (read_only(a) for a in layout)
-        return self._call(data, offsets, special, doc_pieces, encode_scan_args(), n_threads,
-                          dropout, seed)
-
-    def run_scanning(self, data, doc_offsets, n_threads: int = 1, dropout: float = 0.0,
-                     seed: int = 0):
-        """``run`` of documents of UTF-8 bytes (``uint8[n]``, ``int64[n_docs + 1]``, no
-        special tokens) that the kernel's blocks pre-tokenize themselves, a chunk at a
-        time (``self.scanner`` names the pattern): the same ids, without an array of every
-        piece."""
-        empty = read_only(np.zeros(0, dtype=np.int64))
-        return self._call(read_only(data), empty, read_only(np.zeros(0, dtype=np.int32)),
-                          empty, encode_scan_args(self.scanner, doc_offsets), n_threads,
-                          dropout, seed)
-
-    def _call(self, data, offsets, special, doc_pieces, scan, n_threads, dropout, seed):
         from .kernels.encode import encode_batch, encode_serial
 
+        # Read-only views: one compiled specialization of the kernels (see read_only).
+        data, offsets, special, doc_pieces = (read_only(a) for a in layout)
         t = self.tables()
         if len(data) >= BACKTRACK_UNITS:
             t.use_backtracking()  # a big call: worth the tables' one-time cost
         cache = self.cache.checkout(data.dtype)
         args = (data, self.level.sym_map, offsets, special, doc_pieces, *t.args(),
-                float(dropout), int(seed), *t.tail(), *cache, *scan)
-        n_docs = len(scan[1] if scan[0] >= 0 else doc_pieces) - 1
+                float(dropout), int(seed), *t.tail(), *cache)
         kept = None
         try:
             ids, doc_offsets, *kept = run_encode(encode_batch, encode_serial, n_threads,
-                                                 n_docs, args, self.blocks_per_thread)
+                                                 len(doc_pieces) - 1, args,
+                                                 self.blocks_per_thread)
         finally:
             self.cache.checkin(cache[3], kept)
         return (ids, doc_offsets) if self.post is None else self.post(ids, doc_offsets)
@@ -115,12 +97,6 @@ class Encoder:
 
     def encode_texts(self, texts, allowed, disallowed, n_threads=1, where=None, dropout=0.0,
                      seed=0, errors: str = "strict"):
-        if self.scanner is not None:  # a plain batch: the kernel's blocks scan it themselves
-            rows = self.level.plain_rows(texts, self.specials.matcher(allowed),
-                                         self.specials.matcher(disallowed), self.normalizer,
-                                         errors)
-            if rows is not None:
-                return self.run_scanning(*rows, n_threads, dropout, seed)
         return self.run(self.layout(texts, allowed, disallowed, where, errors, n_threads),
                         n_threads, dropout, seed)
 
@@ -356,8 +332,6 @@ class Encoder:
         pattern = self.level.pattern
         huge = (np.flatnonzero(lengths > SEGMENT_BYTES).tolist()
                 if dropout == 0 and self.segmentable else [])
-        if not huge and self.scanner is not None:
-            return self.run_scanning(data, doc_offsets, n_threads, dropout, seed)
         if not huge:
             pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, pattern, n_threads)
             return self.run((data, pieces, special, doc_pieces), n_threads, dropout, seed)

@@ -156,22 +156,6 @@ class ByteLevel:
         token's prefix in the batch (the common case), with no Python work per document
         but one ``encode`` each; None for any other batch (``layout`` then goes document
         by document, and names the bad one in its errors)."""
-        rows = self.plain_rows(texts, allowed_m, disallowed_m, normalizer, errors)
-        if rows is None:
-            return None
-        data, doc_offsets = rows
-        lengths = np.diff(doc_offsets)
-        seg_offsets = np.zeros(int(np.count_nonzero(lengths)) + 1, dtype=np.int64)
-        np.cumsum(lengths[lengths > 0], out=seg_offsets[1:])
-        doc_segments = np.zeros(len(lengths) + 1, dtype=np.int64)  # empty docs: no segment
-        np.cumsum(lengths > 0, out=doc_segments[1:])
-        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_offsets, self.pattern, n_threads)
-        return data, pieces, np.zeros(0, dtype=np.int32), seg_pieces[doc_segments]
-
-    def plain_rows(self, texts, allowed_m, disallowed_m, normalizer, errors="strict"):
-        """``(data uint8[n], doc_offsets int64[n_docs + 1])``: the UTF-8 bytes of a list
-        of ``str`` that ``_plain_layout`` takes (no normalization, no special token's
-        prefix anywhere), end to end, before pre-tokenization; None for any other batch."""
         if not normalizer.identity or not isinstance(texts, list):
             return None
         try:
@@ -185,9 +169,14 @@ class ByteLevel:
                 return None
             if any(m is not None and m.maybe_in(joined) for m in (allowed_m, disallowed_m)):
                 return None  # (a token across two documents only costs the slow path)
-        doc_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=doc_offsets[1:])
-        return np.frombuffer(b"".join(encoded), dtype=np.uint8), doc_offsets
+        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        seg_offsets = np.zeros(int(np.count_nonzero(lengths)) + 1, dtype=np.int64)
+        np.cumsum(lengths[lengths > 0], out=seg_offsets[1:])
+        doc_segments = np.zeros(len(encoded) + 1, dtype=np.int64)  # empty docs: no segment
+        np.cumsum(lengths > 0, out=doc_segments[1:])
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        pieces, seg_pieces = pretokenize.piece_offsets(data, seg_offsets, self.pattern, n_threads)
+        return data, pieces, np.zeros(0, dtype=np.int32), seg_pieces[doc_segments]
 
     def layout_bytes(self, data: bytes):
         """The layout of one document of arbitrary bytes (no special tokens): each invalid

@@ -253,7 +253,7 @@ class KernelTables:
         """Packed bytes -> packed ids of every token of 2..SHORT_BYTES bytes, each encoded as
         a piece of its own by the encoder itself (one kernel call), so a hit gives what
         merging gives, in either merge mode."""
-        from ._scanner import encode_scan_args, read_only
+        from ._scanner import read_only
         from .kernels.encode import build_short_table, encode_serial
 
         data = np.frombuffer(b"".join(short_tokens), dtype=np.uint8)
@@ -266,8 +266,7 @@ class KernelTables:
         ids, id_offsets, *_ = call_kernel(encode_serial, data, sym_map, read_only(pieces),
                                           read_only(np.zeros(0, np.int32)), read_only(docs),
                                           *self.args(short=False),
-                                          0.0, 0, *self.tail(), *no_cache(np.uint8),
-                                          *encode_scan_args())
+                                          0.0, 0, *self.tail(), *no_cache(np.uint8))
         return call_kernel(build_short_table, data, pieces, ids, id_offsets)
 
 

@@ -125,7 +125,6 @@ def _ranks_file(tmp_path, tokens):
 
 def _merge_kernel(tok, chunks):
     """The existing merge kernel's ids of each chunk as a piece, with no piece cache."""
-    from fastbpe_nb._scanner import encode_scan_args
     from fastbpe_nb.kernels.encode import encode_serial
     from fastbpe_nb.piece_cache import no_cache
 
@@ -133,8 +132,7 @@ def _merge_kernel(tok, chunks):
     tb = tok._tables()
     docs = np.arange(len(chunks) + 1, dtype=np.int64)  # a piece per document
     ids, id_offs, *_ = encode_serial(data, tok.level.sym_map, offs, np.zeros(0, np.int32), docs,
-                                     *tb.args(backtrack=False), 0.0, 0, *tb.tail(),
-                                     *no_cache(np.uint8), *encode_scan_args())
+                                     *tb.args(backtrack=False), 0.0, 0, *tb.tail(), *no_cache(np.uint8))
     return [ids[id_offs[i]:id_offs[i + 1]].tolist() for i in range(len(chunks))]
 
 

@@ -54,21 +54,17 @@ def test_fast_layout_equals_the_loop(tok, docs, allowed, n_threads):
 
 
 def test_fast_path_is_taken_only_for_plain_batches(tok, monkeypatch):
-    # A plain batch's rows go to the kernel whole (its blocks scan them: run_scanning);
-    # any other batch is laid out document by document (the loop), then run.
     taken = []
-    enc = type(tok._encoder)
-    for name, plain in (("run_scanning", True), ("run", False)):
-        real = getattr(enc, name)
-        monkeypatch.setattr(enc, name, lambda self, *a, real=real, plain=plain, **k:
-                            taken.append(plain) or real(self, *a, **k))
+    real = layout_module.ByteLevel._plain_layout
+    monkeypatch.setattr(layout_module.ByteLevel, "_plain_layout",
+                        lambda *a: taken.append(real(*a) is not None) or real(*a))
     tok.encode_batch(["the cat", "", "sat 東京"])
     tok.encode_batch(["the cat", "x<|e|>"], allowed_special="all")  # a special token
     tok.encode_batch(["the cat", "x<|e"], allowed_special="all")    # only its prefix
     tok.encode_batch(["ab \ud800 cd"])                               # a lone surrogate
     with pytest.raises(TypeError, match="document 1"):
         tok.encode_batch(["ok", b"bytes"])                          # not a str
-    assert taken == [True, False, False, False]
+    assert taken == [True, False, False, False, False]
     assert tok.encode_batch(["ab \ud800 cd"]) == [tok.encode("ab \ufffd cd")]
 
 

@@ -29,12 +29,11 @@ from numba import njit, prange
 from .hashing import (EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get, pair_key,
                       same_units)
 from .backtrack import encode_piece, new_memo
-from .scan import N_SENTINELS, _scan_document, ascii_class_words
 from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, SHORT_BYTES,  # noqa: F401
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_key_tail,
                           short_mix)
-#: kernel cache stamp: 6406f890a6c4b0cd3c34e23805f72ddf868a82c5f391d615127abcf59df09085
+#: kernel cache stamp: 899601145401f35cd91de9d94341af17322c65629a74d7eb31557dd0233b7b62
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)
@@ -737,19 +736,13 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                   bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                   bt_pair_vals, dropout, seed, long_piece, sweep_ranks, sweep_window,
                   sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, btab, base,
-                  bcap, d0, d1, out, doc_counts, stats, scan_id, doc_offsets, stage1, stage2,
-                  window_bytes, stream_bytes, chunk_bytes, piece_bytes):
+                  bcap, d0, d1, out, doc_counts, stats):
     """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit.
 
     A piece is looked up, in this order, in the vocabulary's short-piece table, as a whole
     token, in the persistent cache (``ctab``, read only) and in the block's own table
     (``bcap`` slots at ``btab[3 * base:]``); only then merged, and its ids added to the
     block's table. ``stats`` (int64[3]) gets the cache hits, block hits and merged pieces.
-
-    The pieces are ``piece_offsets``' (``scan_id`` -1), or with ``scan_id`` a scanner
-    pattern id, the block scans its documents (``doc_offsets``) itself, ``chunk_bytes`` at
-    a time into a small buffer, and encodes a chunk's pieces while its bytes are in cache
-    (see ``encode_batch``).
     """
     use_whole = whole_keys.shape[0] > 0
     use_short = short_table.shape[0] > 0 and not dropout > 0.0
@@ -773,11 +766,9 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     # packed ids, small enough to stay in L2. The vocabulary's table and the cache (tens of
     # MB for a 200k vocabulary and multilingual text) then serve only the rarer pieces:
     # without it a warm cache still cost a DRAM access per piece.
-    scanning = scan_id >= 0
     n_front = 16
     if use_cache and packed:
-        block_pieces = _pieces_between(doc_offsets if scanning else doc_piece_offsets, d0, d1,
-                                       piece_bytes if scanning else 0)
+        block_pieces = doc_piece_offsets[d1] - doc_piece_offsets[d0]
         while n_front < FRONT_SLOTS and n_front < 2 * block_pieces:
             n_front *= 2
     front = np.full(3 * n_front, EMPTY, dtype=np.int64)
@@ -788,145 +779,127 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     hits = 0
     block_hits = 0
     merged = 0
-    # Scanning: the window buffers and a chunk's pieces (token-sized when pieces are given).
-    ascii_words = ascii_class_words(stage1, stage2)
-    window = window_bytes
-    room = window_bytes if scanning else 0
-    words = np.empty(room + N_SENTINELS, dtype=np.uint32)
-    char_offsets = np.empty(room + 1, dtype=np.int64)
-    chunk = np.empty(chunk_bytes + room + 2 if scanning else 1, dtype=np.int64)
     for d in range(d0, d1):
-        pos = doc_offsets[d] if scanning else np.int64(0)
-        doc_end = doc_offsets[d + 1] if scanning else np.int64(0)
-        o = pos if scanning else piece_offsets[doc_piece_offsets[d]]
+        p0 = doc_piece_offsets[d]
+        p1 = doc_piece_offsets[d + 1]
+        o = piece_offsets[p0]
         o_start = o
         # Dropout draws depend only on (seed, document), never on threads or blocks.
         rng[0] = ((seed * 2654435761 + d * 40503 + 1) & 0xFFFFFFFF) | 1
         for _ in range(4):
             rng[0] = _xorshift32(rng[0])
-        # One round over the document's given pieces, or a round per scanned chunk.
-        while not scanning or pos < doc_end:
-            p0 = doc_piece_offsets[d] if not scanning else np.int64(0)
-            p1 = doc_piece_offsets[d + 1] if not scanning else np.int64(0)
-            if scanning:
-                chunk[0] = pos
-                pos, p1, chunk, window, words, char_offsets = _scan_document(
-                    data, pos, doc_end, pos + chunk_bytes, scan_id, stage1, stage2,
-                    ascii_words, window, stream_bytes, words, char_offsets, chunk, 0)
-            for p in range(p0, p1):
-                s = chunk[p] if scanning else piece_offsets[p]
-                e = chunk[p + 1] if scanning else piece_offsets[p + 1]
-                if has_special and not scanning and piece_special[p] >= 0:
-                    out[o] = piece_special[p]
-                    o += 1
-                    continue
-                n = e - s
-                if n == 1:
-                    out[o] = sym_map[data[s]]
-                    o += 1
-                    continue
-                key = NO_RANK
-                key2 = np.int64(0)
-                short = packed and n <= SHORT_BYTES
-                if short:
-                    if s <= key_safe:  # tested here, not only inside: 2.5x faster keys (LLVM)
-                        key, key2 = short_key(data, s, n)
-                    else:
-                        key, key2 = short_key_tail(data, s, n)
-                    fs = 3 * (short_mix(key, key2) & fmask)
-                    if use_cache and front[fs] == key and front[fs + 1] == key2:
-                        o += emit_packed(front[fs + 2], out, o)
-                        continue
-                    if use_short:
-                        # Most pieces of real text are a few bytes: one probe of the vocabulary's
-                        # table, keyed by the bytes themselves. Every token of 2..SHORT_BYTES
-                        # bytes is in it, so a miss is never a whole token.
-                        v = _short_lookup(short_table, key, key2)
-                        if v >= 0:
-                            o += emit_packed(v, out, o)
-                            if use_cache:
-                                _remember(front, fs, key, key2, v)
-                            continue
-                h = np.int64(0)
-                if not short:
-                    h = hash_units(data, s, e, HASH_SEED)
-                # A piece for the backtracking encoder skips the whole-token table: its first
-                # walk down the trie finds a whole token too (``encode_piece``).
-                bt_next_piece = use_bt and n > bt_piece
-                if use_whole and not (short and use_short) and not bt_next_piece:
-                    if short:
-                        h = hash_units(data, s, e, HASH_SEED)
-                    t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
-                    if t >= 0:
-                        out[o] = t
-                        o += 1
-                        continue
-                cacheable = use_cache and n <= cache_units
-                if cacheable:
-                    if not short:
-                        key = LONG_TAG | h
-                        key2 = (s << 16) | n
-                    v = get(ctab, 0, gcap, key, key2, cunits, data, s, n)
-                    if v != 0:
-                        o += emit(v, cids, out, o)
-                        if short:
-                            _remember(front, fs, key, key2, v)
-                        hits += 1
-                        continue
-                    v = get(btab, base, bcap, key, key2, data, data, s, n)
-                    if v != 0:
-                        o += emit(v, out, out, o)
-                        if short:
-                            _remember(front, fs, key, key2, v)
-                        block_hits += 1
-                        continue
-                m = -1
-                if bt_next_piece:
-                    # Linear-time backtracking (kernels/backtrack.py); -1: a byte without a
-                    # token of its own, merged below.
-                    if alive.shape[0] <= n:
-                        alive = np.empty(max(n + 1, 2 * alive.shape[0]), dtype=np.uint8)
-                    if memo.shape[0] == 0:
-                        memo = new_memo()
-                    m = encode_piece(data, s, n, bt_trie, bt_node_tok, bt_node_use, bt_tok_len,
-                                     bt_next, bt_split_l, bt_split_r, bt_pair_keys, bt_pair_vals,
-                                     alive, memo, out, o)
-                if m >= 0:
-                    pass
-                elif n <= long_piece and not dropout > 0.0:
-                    for k in range(n):
-                        buf[k] = sym_map[data[s + k]]
-                    if n <= scan_piece:
-                        m = _merge_short(buf, n, rk, pairs, byte_pairs)
-                    else:
-                        if heap.shape[0] == 0:
-                            nxt = np.empty(max_short, dtype=np.int32)
-                            prv = np.empty(max_short, dtype=np.int32)
-                            heap = np.empty(3 * max_short, dtype=np.int64)
-                        m = _merge_mid(buf, n, rk, nxt, prv, heap, pairs, byte_pairs)
-                    for k in range(m):
-                        out[o + k] = buf[k]
-                elif sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
-                    if head.shape[0] == 0:
-                        head = np.full(sweep_ranks, -1, dtype=np.int32)
-                    m = _merge_windowed(data, sym_map, s, n, pairs, head, sweep_window,
-                                        sweep_margin, out, o)
+        for p in range(p0, p1):
+            s = piece_offsets[p]
+            e = piece_offsets[p + 1]
+            if has_special and piece_special[p] >= 0:
+                out[o] = piece_special[p]
+                o += 1
+                continue
+            n = e - s
+            if n == 1:
+                out[o] = sym_map[data[s]]
+                o += 1
+                continue
+            key = NO_RANK
+            key2 = np.int64(0)
+            short = packed and n <= SHORT_BYTES
+            if short:
+                if s <= key_safe:  # tested here, not only inside: 2.5x faster keys (LLVM)
+                    key, key2 = short_key(data, s, n)
                 else:
-                    big = out[o:o + n]  # ids never outgrow the piece's units
-                    for k in range(n):
-                        big[k] = sym_map[data[s + k]]
-                    m = _merge_long(big, n, pairs, dropout, rng, no_starts)
-                merged += 1
-                if cacheable:
-                    v = pack_ids(out, o, m) if packable(out, o, m) else ~((o << 16) | m)
+                    key, key2 = short_key_tail(data, s, n)
+                fs = 3 * (short_mix(key, key2) & fmask)
+                if use_cache and front[fs] == key and front[fs + 1] == key2:
+                    o += emit_packed(front[fs + 2], out, o)
+                    continue
+                if use_short:
+                    # Most pieces of real text are a few bytes: one probe of the vocabulary's
+                    # table, keyed by the bytes themselves. Every token of 2..SHORT_BYTES
+                    # bytes is in it, so a miss is never a whole token.
+                    v = _short_lookup(short_table, key, key2)
+                    if v >= 0:
+                        o += emit_packed(v, out, o)
+                        if use_cache:
+                            _remember(front, fs, key, key2, v)
+                        continue
+            h = np.int64(0)
+            if not short:
+                h = hash_units(data, s, e, HASH_SEED)
+            # A piece for the backtracking encoder skips the whole-token table: its first
+            # walk down the trie finds a whole token too (``encode_piece``).
+            bt_next_piece = use_bt and n > bt_piece
+            if use_whole and not (short and use_short) and not bt_next_piece:
+                if short:
+                    h = hash_units(data, s, e, HASH_SEED)
+                t = _whole_piece(data, s, e, h, whole_keys, tok_off, tok_data)
+                if t >= 0:
+                    out[o] = t
+                    o += 1
+                    continue
+            cacheable = use_cache and n <= cache_units
+            if cacheable:
+                if not short:
+                    key = LONG_TAG | h
+                    key2 = (s << 16) | n
+                v = get(ctab, 0, gcap, key, key2, cunits, data, s, n)
+                if v != 0:
+                    o += emit(v, cids, out, o)
                     if short:
                         _remember(front, fs, key, key2, v)
-                if cacheable and 2 * (n_block + 1) <= bcap:
-                    put(btab, base, bcap, key, key2, v)
-                    n_block += 1
-                o += m
-            if not scanning:
-                break
+                    hits += 1
+                    continue
+                v = get(btab, base, bcap, key, key2, data, data, s, n)
+                if v != 0:
+                    o += emit(v, out, out, o)
+                    if short:
+                        _remember(front, fs, key, key2, v)
+                    block_hits += 1
+                    continue
+            m = -1
+            if bt_next_piece:
+                # Linear-time backtracking (kernels/backtrack.py); -1: a byte without a
+                # token of its own, merged below.
+                if alive.shape[0] <= n:
+                    alive = np.empty(max(n + 1, 2 * alive.shape[0]), dtype=np.uint8)
+                if memo.shape[0] == 0:
+                    memo = new_memo()
+                m = encode_piece(data, s, n, bt_trie, bt_node_tok, bt_node_use, bt_tok_len,
+                                 bt_next, bt_split_l, bt_split_r, bt_pair_keys, bt_pair_vals,
+                                 alive, memo, out, o)
+            if m >= 0:
+                pass
+            elif n <= long_piece and not dropout > 0.0:
+                for k in range(n):
+                    buf[k] = sym_map[data[s + k]]
+                if n <= scan_piece:
+                    m = _merge_short(buf, n, rk, pairs, byte_pairs)
+                else:
+                    if heap.shape[0] == 0:
+                        nxt = np.empty(max_short, dtype=np.int32)
+                        prv = np.empty(max_short, dtype=np.int32)
+                        heap = np.empty(3 * max_short, dtype=np.int64)
+                    m = _merge_mid(buf, n, rk, nxt, prv, heap, pairs, byte_pairs)
+                for k in range(m):
+                    out[o + k] = buf[k]
+            elif sweep_ranks > 0 and not dropout > 0.0 and n < SWEEP_MAX_UNITS:
+                if head.shape[0] == 0:
+                    head = np.full(sweep_ranks, -1, dtype=np.int32)
+                m = _merge_windowed(data, sym_map, s, n, pairs, head, sweep_window,
+                                    sweep_margin, out, o)
+            else:
+                big = out[o:o + n]  # ids never outgrow the piece's units
+                for k in range(n):
+                    big[k] = sym_map[data[s + k]]
+                m = _merge_long(big, n, pairs, dropout, rng, no_starts)
+            merged += 1
+            if cacheable:
+                v = pack_ids(out, o, m) if packable(out, o, m) else ~((o << 16) | m)
+                if short:
+                    _remember(front, fs, key, key2, v)
+            if cacheable and 2 * (n_block + 1) <= bcap:
+                put(btab, base, bcap, key, key2, v)
+                n_block += 1
+            o += m
         doc_counts[d] = o - o_start
     stats[0] = hits
     stats[1] = block_hits
@@ -934,29 +907,17 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 
 
 @njit(cache=True, nogil=True)
-def _pieces_between(doc_marks, d0, d1, piece_bytes):
-    """The pieces of documents ``d0 .. d1-1``: counted (``doc_marks`` is
-    ``doc_piece_offsets``, ``piece_bytes`` 0), or when the blocks scan them, estimated
-    from their bytes at ``piece_bytes`` a piece (``doc_marks`` is ``doc_offsets``), for
-    sizing tables."""
-    if piece_bytes > 0:
-        return (doc_marks[d1] - doc_marks[d0]) // piece_bytes
-    return doc_marks[d1] - doc_marks[d0]
-
-
-@njit(cache=True, nogil=True)
-def _block_tables(doc_marks, n_blocks, block_bits, use_cache, piece_bytes):
+def _block_tables(doc_piece_offsets, n_blocks, block_bits, use_cache):
     """Slot offsets and sizes of each block's table: a power of two of at least half the
-    block's pieces (``_pieces_between``; at most ``2**block_bits``), 0 under dropout; and
-    the shared array."""
-    n_docs = doc_marks.shape[0] - 1
+    block's pieces (at most ``2**block_bits``), 0 under dropout; and the shared array."""
+    n_docs = doc_piece_offsets.shape[0] - 1
     bases = np.zeros(n_blocks, dtype=np.int64)
     caps = np.zeros(n_blocks, dtype=np.int64)
     total = 0
     for blk in range(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
-        pieces = _pieces_between(doc_marks, d0, d1, piece_bytes)
+        pieces = doc_piece_offsets[d1] - doc_piece_offsets[d0]
         cap = 0
         if use_cache and pieces > 1:
             cap = 16
@@ -970,7 +931,7 @@ def _block_tables(doc_marks, n_blocks, block_bits, use_cache, piece_bytes):
 
 @njit(cache=True, nogil=True)
 def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
-            doc_first):
+            piece_offsets, doc_piece_offsets):
     """Add the blocks' counters to the cache's, publish their tables if allowed, compact."""
     for blk in range(stats.shape[0]):
         cstate[S_HITS] += stats[blk, 0]
@@ -978,31 +939,8 @@ def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc
         cstate[S_MERGED] += stats[blk, 2]
     if cstate[S_PUBLISH] == 1:
         ctab, cunits, cids = publish(ctab, cunits, cids, cstate, btab, bases, caps, data, out)
-    ids, id_offsets = _compact(out, doc_counts, doc_first)
-    return ids, id_offsets, ctab, cunits, cids
-
-
-@njit(cache=True, nogil=True)
-def _doc_first(piece_offsets, doc_piece_offsets, doc_offsets, scanning):
-    """``int64[n_docs]``: the unit where each document's ids were written (its first)."""
-    if scanning:
-        return doc_offsets[:-1].copy()
-    return piece_offsets[doc_piece_offsets[:-1]]
-
-
-@njit(cache=True, nogil=True)
-def _check_scan(scan_id, piece_special, doc_piece_offsets, doc_offsets, data, chunk_bytes,
-                piece_bytes):
-    """The number of documents; raises if a scanning call got what only given pieces
-    may have (special tokens: they are cut out before scanning), units that are not
-    bytes, or sizes below 1."""
-    if scan_id < 0:
-        return doc_piece_offsets.shape[0] - 1
-    if (scan_id > 3 or piece_special.shape[0] > 0 or data.itemsize != 1 or chunk_bytes < 1
-            or piece_bytes < 1):
-        raise ValueError("scanning blocks take byte units without special tokens, a "
-                         "scanner pattern id 0..3 and sizes of at least 1")
-    return doc_offsets.shape[0] - 1
+    ids, doc_offsets = _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
+    return ids, doc_offsets, ctab, cunits, cids
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1011,8 +949,7 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
                  bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                  bt_pair_vals, dropout, seed, long_piece, sweep_ranks, block_bits, sweep_window,
                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate,
-                 scan_id, doc_offsets, stage1, stage2, window_bytes, stream_bytes, chunk_bytes,
-                 piece_bytes, n_blocks):
+                 n_blocks):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -1082,22 +1019,6 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         ``cstate[S_PUBLISH]`` is 1 (the caller holds it alone).
     cstate : int64[N_STATE]
         The cache's counters (``piece_cache.S_*``), updated in place.
-    scan_id : int
-        -1: the pieces are ``piece_offsets``'. 0..3, a scanner pattern
-        (``_scanner.PATTERN_IDS``): each block scans its own documents (``doc_offsets``),
-        ``chunk_bytes`` of text at a time, and encodes those pieces while their bytes are
-        in cache; no array of every piece is written, joined and read back (24 MB of
-        Parquet text: 5 M pieces, 40 MB of offsets). ``piece_offsets``,
-        ``doc_piece_offsets`` and ``piece_special`` are then unused (empty; byte units
-        without special tokens, which the caller cuts out first).
-    doc_offsets : int64[n_docs + 1]
-        Scanning: the documents' boundaries in ``data`` (else unused, empty).
-    stage1, stage2, window_bytes, stream_bytes
-        Scanning: the scanner's class tables and sizes (as ``kernels.scan.scan_batch``).
-    chunk_bytes : int
-        Scanning: bytes of text scanned between two encoding passes (>= 1).
-    piece_bytes : int
-        Scanning: the blocks' tables are sized for a piece per this many bytes (>= 1).
     n_blocks : int
         Documents are split into this many contiguous blocks, encoded in parallel; each
         block writes only its own documents' slices of the output and its own table.
@@ -1111,13 +1032,10 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     ctab, cunits, cids
         The cache's arrays after publishing (new arrays where they grew).
     """
-    scanning = scan_id >= 0
-    n_docs = _check_scan(scan_id, piece_special, doc_piece_offsets, doc_offsets, data,
-                         chunk_bytes, piece_bytes)
+    n_docs = doc_piece_offsets.shape[0] - 1
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
-    bases, caps, btab = _block_tables(doc_offsets if scanning else doc_piece_offsets, n_blocks,
-                                      block_bits, dropout <= 0.0, piece_bytes if scanning else 0)
+    bases, caps, btab = _block_tables(doc_piece_offsets, n_blocks, block_bits, dropout <= 0.0)
     stats = np.zeros((n_blocks, 3), dtype=np.int64)
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
@@ -1127,11 +1045,9 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
                       bt_node_tok, bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r,
                       bt_pair_keys, bt_pair_vals, dropout, seed, long_piece, sweep_ranks,
                       sweep_window, sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits,
-                      cids, btab, bases[blk], caps[blk], d0, d1, out, doc_counts, stats[blk],
-                      scan_id, doc_offsets, stage1, stage2, window_bytes, stream_bytes,
-                      chunk_bytes, piece_bytes)
+                      cids, btab, bases[blk], caps[blk], d0, d1, out, doc_counts, stats[blk])
     return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
-                   _doc_first(piece_offsets, doc_piece_offsets, doc_offsets, scanning))
+                   piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
@@ -1139,51 +1055,44 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
                   bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                   bt_pair_vals, dropout, seed, long_piece, sweep_ranks, block_bits, sweep_window,
-                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate,
-                  scan_id, doc_offsets, stage1, stage2, window_bytes, stream_bytes, chunk_bytes,
-                  piece_bytes):
+                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate):
     """``encode_batch`` on the calling thread only (no thread pool is started), one block.
 
     Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
     Python threads may call it at once, as long as at most one of them passes a given
     cache (it releases the GIL and shares nothing else).
     """
-    scanning = scan_id >= 0
-    n_docs = _check_scan(scan_id, piece_special, doc_piece_offsets, doc_offsets, data,
-                         chunk_bytes, piece_bytes)
+    n_docs = doc_piece_offsets.shape[0] - 1
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
-    bases, caps, btab = _block_tables(doc_offsets if scanning else doc_piece_offsets, 1,
-                                      block_bits, dropout <= 0.0, piece_bytes if scanning else 0)
+    bases, caps, btab = _block_tables(doc_piece_offsets, 1, block_bits, dropout <= 0.0)
     stats = np.zeros((1, 3), dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
                   bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                   bt_pair_vals, dropout, seed, long_piece, sweep_ranks, sweep_window,
                   sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, btab,
-                  bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0], scan_id, doc_offsets,
-                  stage1, stage2, window_bytes, stream_bytes, chunk_bytes, piece_bytes)
+                  bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
     return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
-                   _doc_first(piece_offsets, doc_piece_offsets, doc_offsets, scanning))
+                   piece_offsets, doc_piece_offsets)
 
 
 @njit(cache=True, nogil=True)
-def _compact(out, doc_counts, doc_first):
-    """Gather each document's ids (written at its first unit, ``doc_first``) into one
-    flat array; returns it and the documents' offsets in it."""
+def _compact(out, doc_counts, piece_offsets, doc_piece_offsets):
+    """Gather each document's ids (written at its first unit) into one flat array."""
     n_docs = doc_counts.shape[0]
-    id_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     for d in range(n_docs):
-        id_offsets[d + 1] = id_offsets[d] + doc_counts[d]
+        doc_offsets[d + 1] = doc_offsets[d] + doc_counts[d]
     if n_docs == 1:
         # One document (encode, encode_ordinary): its ids already sit together; a view
         # saves a copy (the caller turns it into a list and drops it).
-        src = doc_first[0]
-        return out[src:src + doc_counts[0]], id_offsets
-    ids = np.empty(id_offsets[n_docs], dtype=np.int32)
+        src = piece_offsets[doc_piece_offsets[0]]
+        return out[src:src + doc_counts[0]], doc_offsets
+    ids = np.empty(doc_offsets[n_docs], dtype=np.int32)
     for d in range(n_docs):
-        src = doc_first[d]
-        dst = id_offsets[d]
+        src = piece_offsets[doc_piece_offsets[d]]
+        dst = doc_offsets[d]
         for k in range(doc_counts[d]):
             ids[dst + k] = out[src + k]
-    return ids, id_offsets
+    return ids, doc_offsets

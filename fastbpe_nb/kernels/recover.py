@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 89465de5d988b3efa399e1af2851076f7ac5b9e9ee44b73ea064fe8ac03bc74f
+#: kernel cache stamp: e6bd60b92e257a9cc9b94e9b31d760380d5cb7850f9b7c4e0dc1a0ec244e48fb
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
