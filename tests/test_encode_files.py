@@ -1,5 +1,6 @@
 """Batch encoding of Parquet/Arrow datasets: alignment, nulls, slices, outputs, resume, faults."""
 
+import io
 import json
 import os
 
@@ -615,3 +616,30 @@ def test_small_row_groups_are_gathered_into_few_encoder_calls(tok, tmp_path, mon
     fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o3", special="text")
     assert 10 < len(calls) < 40 and sum(calls) == 1200
     assert ids_of(tmp_path / "o3" / "in.parquet") == [tok.encode_ordinary(d) for d in docs]
+
+
+@pytest.mark.parametrize("dtype", ["<u2", "<u4", ">u4"])
+def test_write_bin_equals_one_insert_at_any_piece_size(dtype, monkeypatch):
+    # The .bin writer interleaves separators piece by piece with a kernel; whatever the
+    # piece size, its bytes are np.insert's of the whole (empty documents, ends on piece
+    # boundaries, a separator after the last id, no ids at all, big-endian output).
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    import fastbpe_nb.io.bin_files as bf
+
+    @settings(max_examples=150, deadline=None)
+    @given(ids=st.lists(st.integers(0, 65534), max_size=60),
+           cuts=st.lists(st.integers(0, 60), max_size=12), piece=st.integers(1, 16))
+    def check(ids, cuts, piece):
+        ids = np.array(ids, dtype=np.int32)
+        ends = np.sort(np.array([min(c, len(ids)) for c in cuts], dtype=np.int64))
+        monkeypatch.setattr(bf, "BIN_PIECE_IDS", piece)
+        f = io.BytesIO()
+        written = bf.write_bin(f, ids, ends, 65535, np.dtype(dtype))
+        want = np.insert(ids.astype(dtype), ends, 65535)
+        assert f.getvalue() == want.tobytes() and written == len(want)
+
+    check()
+    with pytest.raises(ValueError, match="sorted"):
+        bf.write_bin(io.BytesIO(), np.zeros(3, np.int32), np.array([2, 1]), 7, np.dtype(dtype))
