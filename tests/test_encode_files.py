@@ -643,3 +643,38 @@ def test_write_bin_equals_one_insert_at_any_piece_size(dtype, monkeypatch):
     check()
     with pytest.raises(ValueError, match="sorted"):
         bf.write_bin(io.BytesIO(), np.zeros(3, np.int32), np.array([2, 1]), 7, np.dtype(dtype))
+
+
+def test_text_slices_pack_rows_across_batches(monkeypatch):
+    # Rows are packed greedily as one stream whatever the batches: every row once, in
+    # order, with the file's row numbers; a slice holds at most SLICE_BYTES of text unless
+    # it is one row; and no slice could have taken the next slice's first row.
+    import pyarrow as pa
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    import fastbpe_nb.io.arrow_text as arrow_text
+    from fastbpe_nb.io.encode_inputs import text_slices
+
+    @settings(max_examples=200, deadline=None)
+    @given(lengths=st.lists(st.sampled_from([0, 0, 1, 5, 10, 30]) | st.integers(0, 30),
+                            max_size=40),
+           cuts=st.lists(st.integers(0, 40), max_size=6), limit=st.integers(1, 60))
+    def check(lengths, cuts, limit):
+        monkeypatch.setattr(arrow_text, "SLICE_BYTES", limit)
+        texts = ["x" * n for n in lengths]
+        bounds = sorted({0, len(texts), *[min(c, len(texts)) for c in cuts]})
+        batches = [(a, pa.record_batch([pa.array(texts[a:b], pa.string())], names=["text"]))
+                   for a, b in zip(bounds[:-1], bounds[1:])]
+        got = list(text_slices(iter(batches), "text", "f.parquet"))
+        rows = [r for _, t in got for r in t.column("text").to_pylist()]
+        assert rows == texts
+        starts = [s for s, _ in got]
+        assert starts == list(np.cumsum([0] + [t.num_rows for _, t in got])[:-1])
+        sizes = [sum(map(len, t.column("text").to_pylist())) for _, t in got]
+        for k, (_, t) in enumerate(got):
+            assert t.num_rows > 0 and (sizes[k] <= limit or t.num_rows == 1)
+            if k + 1 < len(got):
+                assert sizes[k] + len(got[k + 1][1].column("text")[0].as_py()) > limit
+
+    check()

@@ -7,6 +7,8 @@ is checked (type, offsets) before anything reads it, and errors name the file an
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import CorpusReadError, TextColumnTypeError
 from . import arrow_text
 from .arrow_text import row_group_batches
@@ -147,15 +149,18 @@ def _arrow_batches(batches, path, columns):
 def text_slices(batches, column, path):
     """Gather batches into consecutive row ranges of about SLICE_BYTES of text.
 
-    A batch over the limit is cut (``row_slices``: memory stays bounded by the slice, not
-    by the input's row-group size; one encoder call needs about 10-15 bytes per text
-    byte); small batches are gathered (the per-call overhead is then paid once per ~8 MB,
-    not once per tiny row group). Yields ``(first_row, pa.Table)``; rows keep their order
-    and row numbers are the file's. Output row groups follow the slices.
+    The rows are packed as one stream: a slice takes rows until the next would pass
+    SLICE_BYTES (or SLICE_ROWS rows), across batch boundaries, so a batch's remainder fills
+    the next slice instead of becoming an encoder call of its own (batches of a little over
+    SLICE_BYTES made calls of a few hundred rows). Memory stays bounded by the slice, not
+    by the input's row-group size (one encoder call needs about 10-15 bytes per text byte);
+    a single row over the limit is a slice of its own. Yields ``(first_row, pa.Table)``;
+    rows keep their order and row numbers are the file's. Output row groups follow the
+    slices.
     """
     import pyarrow as pa
 
-    from .arrow_text import row_slices, text_buffers
+    from .arrow_text import text_buffers
 
     limit = arrow_text.SLICE_BYTES
     pending, size, rows, start = [], 0, 0, 0
@@ -166,15 +171,22 @@ def text_slices(batches, column, path):
         if col is not batch.column(column):
             batch = batch.set_column(batch.schema.get_field_index(column), column, col)
         _, offsets, _ = text_buffers(col)
-        for r0, r1 in row_slices(offsets):
-            nbytes = int(offsets[r1] - offsets[r0])
-            if pending and (size + nbytes > limit or rows + r1 - r0 > SLICE_ROWS):
-                yield start, pa.Table.from_batches(pending)
-                pending = []
+        n, r0 = batch.num_rows, 0
+        while r0 < n:
+            # The rows from r0 that fit what is left of the slice (one at least when empty).
+            fit = int(np.searchsorted(offsets, offsets[r0] + (limit - size), side="right")) - 1
+            r1 = min(fit, n, r0 + SLICE_ROWS - rows)
+            if r1 <= r0:
+                if pending:
+                    yield start, pa.Table.from_batches(pending)
+                    pending, size, rows = [], 0, 0
+                    continue
+                r1 = r0 + 1  # a row over the limit: a slice of its own
             if not pending:
-                start, size, rows = row0 + r0, 0, 0
+                start = row0 + r0
             pending.append(batch.slice(r0, r1 - r0))
-            size += nbytes
+            size += int(offsets[r1] - offsets[r0])
             rows += r1 - r0
+            r0 = r1
     if pending:
         yield start, pa.Table.from_batches(pending)
