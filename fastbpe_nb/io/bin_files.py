@@ -41,7 +41,7 @@ def write_bin(f, ids, ends, sep_id, dtype) -> int:
     n = len(ids)
     # The kernel indexes without bounds checks: ends must be sorted within 0..n.
     if len(ends) and (ends[0] < 0 or ends[-1] > n or np.any(np.diff(ends) < 0)):
-        raise ValueError("ends must be sorted ids indices within 0..len(ids)")
+        raise ValueError("ends must be sorted id indices within 0..len(ids)")
     native = np.dtype(dtype).newbyteorder("=")  # (the kernel writes native integers)
     buf = np.empty(0, dtype=native)
     written = 0
@@ -56,6 +56,7 @@ def write_bin(f, ids, ends, sep_id, dtype) -> int:
         f.write(buf[:size].astype(dtype, copy=False).data)
         written += size
     return written
+
 
 def commit_bin(pending, marker, meta) -> None:
     """Put ``.bin`` and ``.idx.npy`` in place, then the marker, under the folder's lock.

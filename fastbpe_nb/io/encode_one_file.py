@@ -181,6 +181,7 @@ def _encode_one(tok, job, column, keep, fmt, np_dtype, sep_id, allowed, disallow
             raise new from exc
         raise
 
+
 def _write_synced(write, f, *args) -> None:
     """``write(*args)``, then what ``f`` holds made durable (``atomic.sync_written``), in the
     writer thread, while the next slice is encoded."""
