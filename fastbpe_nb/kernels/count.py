@@ -441,12 +441,8 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, asci
                             _counts_out(slots, u_slot, u_count, n_unique)
                             return n_unique, n_pieces, d, s
                         if 2 * (n_unique + 1) > n_slots:
-                            n_slots *= 2
-                            slots = _rehash_slots(slots, n_slots, u_slot)
+                            slots, n_slots, i = _doubled_slots(slots, n_slots, u_slot, h)
                             mask = n_slots - 1
-                            i = h & mask
-                            while slots[2 * i] != EMPTY:
-                                i = (i + 1) & mask
                         slots[2 * i] = key
                         slots[2 * i + 1] = (np.int64(n_unique) << 32) | 1
                         u_slot[n_unique] = i
@@ -462,6 +458,19 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, asci
         d += 1
     _counts_out(slots, u_slot, u_count, n_unique)
     return n_unique, n_pieces, d, hi
+
+
+@njit(cache=True, nogil=True)
+def _doubled_slots(slots, n_slots, u_slot, h):
+    """``(slots, n_slots, i)``: the table doubled (``_rehash_slots``, ``u_slot`` following
+    the words) and ``i``, the free slot where a new key of slot hash ``h`` now goes."""
+    n_slots *= 2
+    slots = _rehash_slots(slots, n_slots, u_slot)
+    mask = n_slots - 1
+    i = h & mask
+    while slots[2 * i] != EMPTY:
+        i = (i + 1) & mask
+    return slots, n_slots, i
 
 
 @njit(cache=True, nogil=True)

@@ -12,9 +12,9 @@ pieces repeat, and identical pieces are one row with their counts added.
 import numpy as np
 from numba import njit
 
-from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots
+from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
 from .hashing import EMPTY, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: 063f79828c408a926483357c240dd97394d466463d343ae5eb3bddf8c07463f4
+#: kernel cache stamp: 6c7551996ac9e7a850b1dd7da60d0166f9124621c6435e40684de0cfa5500346
 
 
 @njit(cache=True, nogil=True)
@@ -338,12 +338,7 @@ def distinct_segments(data, offsets, joinable):
                         break
                 elif k == EMPTY:
                     if 2 * (n_distinct + 1) > n_slots:
-                        n_slots *= 2
-                        slots = _rehash_slots(slots, n_slots, no_words)
-                        mask = n_slots - 1
-                        j = h & mask
-                        while slots[2 * j] != EMPTY:
-                            j = (j + 1) & mask
+                        slots, n_slots, j = _doubled_slots(slots, n_slots, no_words, h)
                     if n_distinct == d_start.shape[0]:
                         d_start = grow(d_start, n_distinct + 1)
                         d_end = grow(d_end, n_distinct + 1)
