@@ -67,6 +67,32 @@ def test_parquet_output_matches_encode(tok, tmp_path):
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["in.parquet"]  # no temp files
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_bin_output_in_a_forked_child(tok, tmp_path):
+    # A DataLoader-style child forked after the parent's parallel kernels ran: the .bin
+    # writer's kernel, the per-slice sync and the slice packing give the parent's bytes,
+    # and nothing hangs (the child is killed by an alarm after 120 s).
+    write(tmp_path / "in.parquet", DOCS * 3 + [None])
+    fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "parent", format="bin",
+                      num_threads=2)
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(120)
+            fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "child", format="bin",
+                              num_threads=2)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    for name in ("in.bin", "in.idx.npy"):
+        assert (tmp_path / "child" / name).read_bytes() == (tmp_path / "parent" / name).read_bytes()
+
+
 def test_parquet_uint16(tok, tmp_path):
     write(tmp_path / "in.parquet", DOCS[:20])
     fb.encode_parquet(tok, tmp_path / "in.parquet", tmp_path / "o", dtype="uint16")
