@@ -165,12 +165,12 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
 
 def gathered_bytes(data, starts, ends):
     """``(offsets int64, bytes uint8)``: the ranges ``data[starts[k]:ends[k]]`` end to end
-    (the distinct segments: a few MB at most, a NumPy gather)."""
-    lengths = ends - starts
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets, data[np.repeat(starts - offsets[:-1], lengths)
-                         + np.arange(offsets[-1], dtype=np.int64)]
+    (the distinct segments, ``kernels.pair_cut.gather_ranges``)."""
+    from .kernels.pair_cut import gather_ranges
+
+    return call_kernel(gather_ranges, np.ascontiguousarray(data, np.uint8),
+                       np.ascontiguousarray(starts, np.int64),
+                       np.ascontiguousarray(ends, np.int64))
 
 
 def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, vocab_size,
@@ -287,34 +287,22 @@ def cut_table(symbols, offsets, counts, pairs, theta: int, num_threads=None):
     """``(symbols, offsets, counts)`` of the word table cut between adjacent symbols whose
     pair count (``pairs``: ``adjacent_pair_counts``) is below ``theta``; pieces of
     one symbol dropped, equal pieces one row with their counts added, in order of
-    first appearance (Arrow's hash-based ``dictionary_encode``)."""
-    import pyarrow as pa
+    first appearance (``kernels.pair_cut.cut_rows``, on the two halves of the words at
+    once; the second half's rows are then added to the first's, which keeps the first
+    half's order and puts the second's new rows after them in theirs)."""
+    from .kernels.pair_cut import cut_rows, finished_rows, frequent_pairs, rows_added
 
-    from .kernels.pair_cut import frequent_pairs, kept_pieces
-
-    # Looked up in a table of the frequent pairs alone (see frequent_pairs); the kept
-    # pieces come out compact, so the one-symbol pieces (most of them) never take memory.
+    # Looked up in a table of the frequent pairs alone (see frequent_pairs).
     frequent = call_kernel(frequent_pairs, pairs, int(theta))
     counts = np.ascontiguousarray(counts, np.int64)
-    symbols, starts, piece_counts = joined(on_halves(
-        lambda lo, hi: call_kernel(kept_pieces, symbols, offsets[lo:hi + 1], counts[lo:hi],
-                                   frequent, int(theta)), len(counts), num_threads), 1)
-    pieces = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(starts) - 1,
-        [None, pa.py_buffer(starts * 4), pa.py_buffer(symbols)])
-    distinct = pieces.dictionary_encode()
-    rows = distinct.dictionary
-    indices = distinct.indices.to_numpy()
-    if float(piece_counts.sum()) < 2.0**52:  # float64 sums exact: bincount (add.at is 5x)
-        row_counts = np.bincount(indices, weights=piece_counts, minlength=len(rows))
-        row_counts = row_counts.astype(np.int64)
-    else:
-        row_counts = np.zeros(len(rows), dtype=np.int64)
-        np.add.at(row_counts, indices, piece_counts)
-    bounds = np.frombuffer(rows.buffers()[1], np.int64)[rows.offset:rows.offset + len(rows) + 1]
-    data = np.frombuffer(rows.buffers()[2], np.uint8)[bounds[0]:bounds[-1]]
-    # Copies: the merge kernel rewrites the symbols; Arrow's buffers are read-only.
-    return (data.view(np.int32).copy(), (bounds - bounds[0]) // 4, row_counts)
+    parts = on_halves(lambda lo, hi: call_kernel(cut_rows, symbols, offsets[lo:hi + 1],
+                                                 counts[lo:hi], frequent, int(theta)),
+                      len(counts), num_threads)
+    state = parts[0]
+    if len(parts) == 2:
+        second = call_kernel(finished_rows, *parts[1])
+        state = call_kernel(rows_added, *state, *second, frequent, 0)
+    return call_kernel(finished_rows, *state)
 
 
 class Stage2:

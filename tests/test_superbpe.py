@@ -183,16 +183,24 @@ def cut_by_hand(words, counts, theta):
     return pair_count, want
 
 
-def cut_by_kernels(words, counts, theta):
+def cut_by_kernels(words, counts, theta, halves=False):
+    """The cut table of the kernels as ``{piece: count}`` in row order; ``halves``: the two
+    halves of the words cut on two threads and their rows joined (as from 16 k words)."""
+    from fastbpe_nb import superbpe
     from fastbpe_nb.kernels.pair_cut import adjacent_pair_counts
-    from fastbpe_nb.superbpe import cut_table
 
     symbols = np.array([x for w in words for x in w], dtype=np.int32)
     offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
     pairs = adjacent_pair_counts(symbols, offsets, np.array(counts, dtype=np.int64))
-    sym, off, cnt = cut_table(symbols, offsets, np.array(counts, dtype=np.int64), pairs, theta)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(superbpe, "HALVES_MIN_WORDS", 0 if halves else 1 << 40)
+        sym, off, cnt = superbpe.cut_table(symbols, offsets, np.array(counts, dtype=np.int64),
+                                           pairs, theta, num_threads=2)
     assert off[0] == 0 and off[-1] == len(sym) and (np.diff(off) >= 2).all()
-    return pairs, {tuple(sym[a:b].tolist()): int(c) for a, b, c in zip(off[:-1], off[1:], cnt)}
+    assert sym.dtype == np.int32 and off.dtype == cnt.dtype == np.int64
+    got = {tuple(sym[a:b].tolist()): int(c) for a, b, c in zip(off[:-1], off[1:], cnt)}
+    assert len(got) == len(cnt)  # each piece one row
+    return pairs, got
 
 
 @settings(max_examples=200 if not NOJIT else 40, deadline=None)
@@ -206,6 +214,8 @@ def test_cut_table_equals_cutting_by_hand(words, counts, theta):
     assert {(k >> 32, k & 0xFFFFFFFF): v for k, v in zip(keys, vals) if k != -1} == pair_count
     assert 2 * np.count_nonzero(keys != -1) <= len(keys)  # grown when half full
     assert list(got.items()) == list(want.items())
+    assert list(cut_by_kernels(words, counts, theta, halves=True)[1].items()) == list(
+        want.items())
     # The two halves of the words counted apart (offsets slices), then added.
     from fastbpe_nb.kernels.pair_cut import added_pair_counts, adjacent_pair_counts
 
@@ -230,9 +240,10 @@ def test_cut_table_with_many_distinct_pieces():
     counts = rng.integers(1, 4, len(words)).tolist()
     sizes = []
     for theta in (1, 90, 110):  # no cut; about half the pairs cut; most cut
-        got = cut_by_kernels(words, counts, theta)[1]
         want = cut_by_hand(words, counts, theta)[1]
-        assert list(got.items()) == list(want.items())
+        for halves in (False, True):
+            got = cut_by_kernels(words, counts, theta, halves)[1]
+            assert list(got.items()) == list(want.items())
         sizes.append(len(got))
     # Uncut, the distinct words; cut, more distinct pieces; cut nearly everywhere, few.
     assert sizes[1] > sizes[0] > 5000 and 100 < sizes[2] < sizes[0], sizes
@@ -269,6 +280,23 @@ def test_gather_rows_into(table, data):
                     for a, b in zip(word_first[:-1], word_first[1:])]
     assert word_lengths(offsets, np.array(rows, dtype=np.int32), word_first).tolist() == \
         want_lengths
+
+
+@settings(max_examples=100 if not NOJIT else 20, deadline=None)
+@given(data=st.binary(max_size=40), draw=st.data())
+def test_gather_ranges(data, draw):
+    """The ranges of the bytes end to end (repeats, empty and overlapping ranges)."""
+    from fastbpe_nb.superbpe import gathered_bytes
+
+    ranges = draw.draw(st.lists(st.tuples(st.integers(0, len(data)), st.integers(0, len(data))),
+                                max_size=8))
+    ranges = [(min(a, b), max(a, b)) for a, b in ranges]
+    raw = np.frombuffer(data, np.uint8)
+    offsets, out = gathered_bytes(raw, np.array([a for a, _ in ranges], np.int64),
+                                  np.array([b for _, b in ranges], np.int64))
+    assert out.tobytes() == b"".join(data[a:b] for a, b in ranges)
+    assert offsets.tolist() == np.cumsum([0] + [b - a for a, b in ranges]).tolist()
+    assert out.dtype == np.uint8 and offsets.dtype == np.int64
 
 
 @settings(max_examples=200 if not NOJIT else 40, deadline=None)

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
-from .hashing import EMPTY, _mix, grow, pair_key, same_units, table_capacity
+from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, same_units, table_capacity
 #: kernel cache stamp: 6c7551996ac9e7a850b1dd7da60d0166f9124621c6435e40684de0cfa5500346
 
 
@@ -63,12 +63,15 @@ def adjacent_pair_counts(symbols, offsets, counts):
         Slot i holds a pair's key ``(left << 32) | right`` at ``2 i`` (``EMPTY``: free) and
         its count at ``2 i + 1`` (the sum of the counts of the words, once per occurrence
         in each). At most half the slots are used; key and count share a cache line. It
-        starts at a quarter of the adjacencies (distinct pairs are a third of them in
-        SuperBPE's stage-2 tables) and doubles when half full.
+        starts at a quarter of the adjacencies, at most 2**18 pairs, and doubles when half
+        full: distinct pairs were a tenth of the adjacencies on 100 MB of code and 4% on
+        1 GB, where a table sized by the adjacencies took 512 MB per half of the words
+        for 2.8 M pairs (and its first writes cost more than the counting).
     """
     n_words = offsets.shape[0] - 1
     n_pairs = offsets[n_words] - offsets[0] - n_words  # at most (``offsets`` may be a slice)
-    table = np.full(2 * table_capacity(max(1, n_pairs // 4)), EMPTY, dtype=np.int64)
+    table = np.full(2 * table_capacity(max(1, min(n_pairs // 4, 1 << 18))), EMPTY,
+                    dtype=np.int64)
     table[1::2] = 0
     used = 0
     for w in range(n_words):
@@ -124,7 +127,7 @@ def frequent_pairs(table, theta):
     """The pairs of ``table`` (``adjacent_pair_counts``) counted ``theta`` times or more, in
     a table of the same layout sized for them alone (at most half full).
 
-    ``kept_pieces`` looks every adjacency up: in the whole table (tens of MB for 100 MB
+    ``cut_rows`` looks every adjacency up: in the whole table (tens of MB for 100 MB
     of code, a cache miss per look-up) that cost as much as counting the pairs, while the
     pairs it keeps are a few percent of them and fit in the CPU's cache. A pair missing
     here reads as count 0, below any ``theta >= 1``, as it should.
@@ -155,10 +158,26 @@ def frequent_pairs(table, theta):
 
 
 @njit(cache=True, nogil=True)
-def kept_pieces(symbols, offsets, counts, table, theta):
-    """The words cut between adjacent symbols whose pair count in ``table`` is below
-    ``theta``, without the pieces of one symbol, copied end to end with their words'
-    counts (equal pieces are not merged here).
+def _symbols_hash(symbols, start, end):
+    """A 40-bit hash of the ids ``symbols[start:end]`` (``_mix`` makes it a slot).
+
+    Not ``hash_units``: its base 31 suits bytes, but with ids of up to 2**31 the pieces
+    ``(a, b)`` and ``(a + 1, b - 31)`` get one hash, and the table's probe runs grew long
+    (160 ns a piece on 100 MB of code). A base near 2**20 keeps ids of real vocabularies
+    apart; masked to 40 bits, products stay below 2**60 (no overflow, compiled or not)."""
+    h = HASH_SEED
+    for k in range(start, end):
+        h = ((h * 1000003) ^ (np.int64(symbols[k]) + 1)) & 0xFFFFFFFFFF
+    return h
+
+
+@njit(cache=True, nogil=True)
+def cut_rows(symbols, offsets, counts, table, theta):
+    """The words cut between adjacent symbols whose pair count is below ``theta``, pieces
+    of one symbol dropped, equal pieces one row with their counts added, rows in order of
+    first appearance: the cut table itself. (Before, every kept piece was copied out and
+    Arrow's ``dictionary_encode`` merged equal ones: on 1 GB of code the copy held 56 M
+    symbols for 2.7 M distinct rows of 17 M.)
 
     Parameters
     ----------
@@ -173,50 +192,120 @@ def kept_pieces(symbols, offsets, counts, table, theta):
         Interleaved ``(key, count)`` pair slots (``frequent_pairs``; a pair that is
         missing reads as count 0).
     theta : int
-        Pairs counted fewer times are cut.
+        Pairs counted fewer times are cut; ``theta <= 0`` cuts nowhere (the table is not
+        read).
 
     Returns
     -------
-    piece_symbols : int32[m]
-        The kept pieces' symbols, end to end, in order.
-    piece_offsets : int64[n_pieces + 1]
-        Their boundaries in ``piece_symbols`` (from 0; every piece holds 2 symbols or more).
-    piece_counts : int64[n_pieces]
-        The count of each piece's word.
+    tuple
+        The rows' state, for ``rows_added`` (more words into the same rows) and
+        ``finished_rows`` (the table): ``rows`` int32 and ``row_offsets`` int64 (their
+        first ``at`` symbols and ``n_rows + 1`` entries used), ``slots`` int64[4 cap]
+        (``_rows_state``), ``n_rows``, ``at``.
     """
+    rows = np.empty(1 << 12, dtype=np.int32)
+    row_offsets = np.empty((1 << 10) + 1, dtype=np.int64)
+    row_offsets[0] = 0
+    slots = np.full(4 << 11, EMPTY, dtype=np.int64)
+    return rows_added(rows, row_offsets, slots, 0, 0, symbols, offsets, counts, table, theta)
+
+
+@njit(cache=True, nogil=True)
+def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, table, theta):
+    """``cut_rows``' state with the pieces of more words added: a piece already a row adds
+    its count there, a new one is a new row after the others (so the rows of the second
+    half of a table's words, added with ``theta = 0``, join the first half's in order of
+    first appearance). Parameters as ``cut_rows``, after its state.
+
+    A slot holds what a look-up needs in one cache line: the row's key (a piece of two
+    symbols: the pair itself; a longer one: a 40-bit hash, compared symbol by symbol on a
+    match; the lengths keep the two kinds apart), its count, where its symbols start in
+    ``rows`` and its number << 31 | its length (a piece is shorter than 2**31 symbols:
+    offsets index an int32 array of words). Counts kept beside the rows cost a second
+    cache miss per repeated piece. At most half full.
+    """
+    n_slots = slots.shape[0] // 4
     n_words = offsets.shape[0] - 1
-    # Sized for these words' symbols (``offsets`` may be a slice: half of the words), and
-    # not zeroed: only what is written is touched (a fresh page's first write is costly).
-    n = offsets[n_words] - offsets[0]
-    out = np.empty(n, dtype=np.int32)
-    out_offsets = np.empty(n // 2 + 2, dtype=np.int64)
-    out_offsets[0] = 0
-    out_counts = np.empty(n // 2 + 1, dtype=np.int64)
-    m = 0  # pieces kept
-    at = 0  # where the piece being built starts in ``out``
     for w in range(n_words):
         a = offsets[w]
         b = offsets[w + 1]
-        if a == b:
-            continue
         c = counts[w]
-        out[at] = symbols[a]
-        length = 1
-        # Without a branch per adjacency (about half are cut, unpredictably): every step
-        # writes the candidate offset, count and symbol, and the flags decide what counts.
+        start = a
         for i in range(a + 1, b + 1):
-            cut = 1
-            if i < b:
-                cut = table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] < theta
-            kept = cut & (length >= 2)
-            out_offsets[m + 1] = at + length
-            out_counts[m] = c
-            m += kept
-            at += length * kept
-            if i < b:
-                out[at + length * (1 - cut)] = symbols[i]
-            length = (length + 1) * (1 - cut) + cut
-    return out[:at].copy(), out_offsets[: m + 1].copy(), out_counts[:m].copy()
+            if i < b and (theta <= 0 or table[2 * _slot(table, pair_key(symbols[i - 1],
+                                                                        symbols[i])) + 1]
+                          >= theta):
+                continue
+            n = i - start
+            if n >= 2:
+                if n == 2:
+                    h = pair_key(symbols[start], symbols[start + 1])
+                else:
+                    h = _symbols_hash(symbols, start, i)
+                mask = n_slots - 1
+                j = _mix(h) & mask
+                while True:
+                    k = slots[4 * j]
+                    if k == EMPTY:
+                        break
+                    if k == h and (slots[4 * j + 3] & 0x7FFFFFFF) == n and (
+                            n == 2 or same_units(rows, slots[4 * j + 2], symbols, start, n)):
+                        break
+                    j = (j + 1) & mask
+                if k != EMPTY:
+                    slots[4 * j + 1] += c
+                else:
+                    if 2 * (n_rows + 1) > n_slots:
+                        slots = _doubled_row_slots(slots)
+                        n_slots = slots.shape[0] // 4
+                        mask = n_slots - 1
+                        j = _mix(h) & mask
+                        while slots[4 * j] != EMPTY:
+                            j = (j + 1) & mask
+                    if at + n > rows.shape[0]:
+                        rows = grow(rows, at + n)
+                    if n_rows + 2 > row_offsets.shape[0]:
+                        row_offsets = grow(row_offsets, n_rows + 2)
+                    for t in range(n):
+                        rows[at + t] = symbols[start + t]
+                    slots[4 * j] = h
+                    slots[4 * j + 1] = c
+                    slots[4 * j + 2] = at
+                    slots[4 * j + 3] = (np.int64(n_rows) << 31) | n
+                    at += n
+                    n_rows += 1
+                    row_offsets[n_rows] = at
+            start = i
+    return rows, row_offsets, slots, n_rows, at
+
+
+@njit(cache=True, nogil=True)
+def finished_rows(rows, row_offsets, slots, n_rows, at):
+    """The cut table of ``cut_rows``' state: ``(rows int32[at], row_offsets
+    int64[n_rows + 1], row_counts int64[n_rows])``, copies (the merge kernel rewrites the
+    rows)."""
+    row_counts = np.empty(n_rows, dtype=np.int64)
+    for j in range(slots.shape[0] // 4):
+        if slots[4 * j] != EMPTY:
+            row_counts[slots[4 * j + 3] >> 31] = slots[4 * j + 1]
+    return rows[:at].copy(), row_offsets[:n_rows + 1].copy(), row_counts
+
+
+@njit(cache=True, nogil=True)
+def _doubled_row_slots(slots):
+    """``rows_added``' slots with twice the room, every row placed again."""
+    n_slots = slots.shape[0] // 4
+    out = np.full(8 * n_slots, EMPTY, dtype=np.int64)
+    mask = 2 * n_slots - 1
+    for i in range(n_slots):
+        h = slots[4 * i]
+        if h != EMPTY:
+            j = _mix(h) & mask
+            while out[4 * j] != EMPTY:
+                j = (j + 1) & mask
+            for f in range(4):
+                out[4 * j + f] = slots[4 * i + f]
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -277,6 +366,33 @@ def gather_rows_into(values, offsets, rows, out, at):
             out[at] = values[j]
             at += 1
     return at
+
+
+@njit(cache=True, nogil=True)
+def gather_ranges(data, starts, ends):
+    """``(offsets int64[k + 1], bytes uint8[total])``: the ranges ``data[starts[i]:ends[i]]``
+    end to end (SuperBPE's distinct stage-2 segments; NumPy's gather built two int64 index
+    arrays per byte for it).
+
+    Parameters
+    ----------
+    data : uint8[n]
+        The bytes the ranges are in.
+    starts, ends : int64[k]
+        Each range's bounds in ``data`` (``starts[i] <= ends[i]``; validated by the caller).
+    """
+    k = starts.shape[0]
+    offsets = np.empty(k + 1, dtype=np.int64)
+    offsets[0] = 0
+    for i in range(k):
+        offsets[i + 1] = offsets[i] + ends[i] - starts[i]
+    out = np.empty(offsets[k], dtype=np.uint8)
+    at = 0
+    for i in range(k):
+        for j in range(starts[i], ends[i]):
+            out[at] = data[j]
+            at += 1
+    return offsets, out
 
 
 @njit(cache=True, nogil=True)
