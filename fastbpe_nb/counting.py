@@ -81,14 +81,26 @@ class WordCounter:
         Also keep each batch's bytes and pre-token boundaries, ``(data, pieces,
         doc_pieces)`` in ``kept`` (BoundlessBPE's supermerges need the corpus's pre-token
         sequence): every pattern then takes the pieces path, whose counts are the same.
+    merge_blocks : bool
+        False: with a scanner's pattern, each block's words are rows of the table as they
+        are, in corpus order, and no global table is made (``kernels.count.block_rows``):
+        a word counted in several blocks is several rows. For a consumer whose result does
+        not change when a word's occurrences are split over rows in order, and whose words
+        are mostly unique, so that merging the blocks' tables would cost more than it
+        saves (SuperBPE's stage 2). Not with a memory budget.
     """
 
     #: Bytes of words gathered per step by ``table`` (bounds its temporary index arrays).
     GATHER_BYTES = 1 << 20
 
-    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None, keep_pieces=False):
+    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None, keep_pieces=False,
+                 merge_blocks=True):
         self.pattern = pretokenize.resolve_pattern(pattern)
         self.kept = [] if keep_pieces else None
+        #: Each batch's ``(word_bytes, offsets, counts)`` rows when ``merge_blocks`` is
+        #: False and the pattern is a scanner's (else None: the global table below).
+        self._rows = None if merge_blocks or pretokenize.scanner_name(self.pattern) is None \
+            or keep_pieces else []
         self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
         self.num_threads = num_threads
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
@@ -120,6 +132,9 @@ class WordCounter:
 
     @property
     def n_unique(self) -> int:
+        """Words in the table (rows, with ``merge_blocks=False``)."""
+        if self._rows is not None:
+            return sum(len(part[2]) for part in self._rows)
         return self._n
 
     def add_texts(self, texts) -> None:
@@ -212,7 +227,8 @@ class WordCounter:
         batch's size, each growth of the global table inside the merge kernel, against what
         the budget leaves (``memory_left``)."""
         from ._scanner import PATTERN_IDS, class_table, read_only
-        from .kernels.count import count_text_blocks, count_text_blocks_serial, merge_text_blocks
+        from .kernels.count import (block_rows, count_text_blocks, count_text_blocks_serial,
+                                    merge_text_blocks)
         from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
         from .parallel import call_kernel, default_threads, run_parallel
 
@@ -239,6 +255,14 @@ class WordCounter:
         args = scan + (n_blocks, block_words)
         bounds, done, *tables = run_parallel(count_text_blocks, n_threads, *args,
                                              serial=(count_text_blocks_serial, args))
+        if self._rows is not None:
+            if budgeted:
+                raise ValueError("merge_blocks=False is not for counting under a memory budget")
+            *rows, n_pieces = call_kernel(block_rows, data, doc_offsets, bounds, done,
+                                          *scan[2:], block_words, *tables)
+            self._rows.append(tuple(rows))
+            self.n_pieces += int(n_pieces)
+            return
         # Under a budget the merge kernel checks each growth of the global table against
         # what is left of it (a bound from the tables' words would count a word once per
         # block, and every word already in the table as new).
@@ -294,6 +318,8 @@ class WordCounter:
         counts : int64[n_words]
             Occurrences of each word.
         """
+        if self._rows is not None:
+            return _joined_rows(self._rows)
         n = self._n
         first = self._first[:n]
         if n < 2 or bool((first[1:] > first[:-1]).all()):
@@ -338,6 +364,24 @@ class WordCounter:
         raw = data.tobytes()
         return {raw[offsets[i] : offsets[i + 1]].decode("utf-8", "surrogateescape"): int(counts[i])
                 for i in range(len(counts))}
+
+
+def _joined_rows(parts):
+    """``(word_bytes, offsets, counts)``: the batches' rows end to end, in order."""
+    if not parts:
+        return np.empty(0, np.uint8), np.zeros(1, np.int64), np.empty(0, np.int64)
+    if len(parts) == 1:
+        return parts[0]
+    word_bytes = np.concatenate([p[0] for p in parts])
+    counts = np.concatenate([p[2] for p in parts])
+    offsets = np.empty(len(counts) + 1, dtype=np.int64)
+    offsets[0] = 0
+    at, base = 1, 0
+    for _, off, _ in parts:
+        offsets[at:at + len(off) - 1] = off[1:] + base
+        at += len(off) - 1
+        base += int(off[-1])
+    return word_bytes, offsets, counts
 
 
 def coalesce_batches(batches, max_bytes: int | None = None):

@@ -361,7 +361,7 @@ def require_words(counts, what: str) -> None:
 
 def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
                 on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20,
-                max_invalid_utf8=None, max_chunk_bytes=None, cancel=None):
+                max_invalid_utf8=None, max_chunk_bytes=None, cancel=None, merge_blocks=True):
     """Count the pre-tokens of corpus files; returns ``(WordCounter, ReadStats)``.
 
     Files are streamed batch by batch (text chunks cut at safe boundaries, never longer
@@ -369,7 +369,8 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     batches), so memory grows with the unique words, not the corpus. ``max_invalid_utf8``
     (default 0.01) is the share of invalid UTF-8 bytes a file may hold (see
     ``fastbpe_nb.io.corpus``). No file found is a ``CorpusReadError``. ``cancel``: see
-    ``WordCounter.cancel``.
+    ``WordCounter.cancel``; ``merge_blocks``: see ``WordCounter`` (no effect under
+    ``max_memory``).
     """
     import os
 
@@ -387,7 +388,8 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     max_invalid_utf8 = check_max_invalid_utf8(
         DEFAULT_MAX_INVALID_UTF8 if max_invalid_utf8 is None else max_invalid_utf8)
     chunk_bytes, max_chunk_bytes = chunk_limits(chunk_bytes, max_chunk_bytes, max_memory)
-    counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads))
+    counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads),
+                          merge_blocks=merge_blocks or max_memory is not None)
     counter.cancel = cancel
     if max_memory is not None:
         counter.memory_check = lambda need: check_budget(
@@ -561,11 +563,12 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
         tok, table = stage2.merge_and_count(
             lambda: train_from_table(symbols, offsets, counts, None, opts, report,
                                      max_memory=max_memory),
-            lambda cancel: stage2.count_files(lambda pattern: count_files(
+            lambda cancel: stage2.count_files(lambda pattern, merge_blocks: count_files(
                 files, column, pattern=pattern, special_tokens=opts.special_tokens,
                 num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,
                 chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
-                max_chunk_bytes=max_chunk_bytes, cancel=cancel)[0], min_word_count),
+                max_chunk_bytes=max_chunk_bytes, cancel=cancel,
+                merge_blocks=merge_blocks)[0], min_word_count),
             max_memory, report)
         tok = stage2.finish(tok, *table, report, max_memory)
     if boundless:  # the supermerges need the corpus's pre-token sequence: read it again

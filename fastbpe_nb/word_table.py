@@ -36,12 +36,12 @@ def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collection
 
 
 def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_bytes=16 << 20,
-                 cancel=None):
+                 cancel=None, merge_blocks=True):
     """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches
-    (``cancel``: see ``WordCounter.cancel``)."""
+    (``cancel``, ``merge_blocks``: see ``WordCounter``)."""
     from .counting import WordCounter
 
-    counter = WordCounter(pattern, special_tokens, num_threads)
+    counter = WordCounter(pattern, special_tokens, num_threads, merge_blocks=merge_blocks)
     counter.cancel = cancel
     return feed_texts(counter, texts, batch_bytes)
 

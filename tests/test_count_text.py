@@ -1,5 +1,5 @@
 """Scanning and counting in one pass (``kernels.count.count_text_blocks`` and
-``merge_text_blocks``) against the
+``merge_text_blocks``, or ``block_rows``) against the
 specification and against the two-step path (scan the whole batch, then count).
 
 The one-pass kernel cuts a batch into blocks at document boundaries and at safe points
@@ -21,7 +21,7 @@ from fastbpe_nb import pretokenize
 from fastbpe_nb import reference as ref
 from fastbpe_nb._scanner import PATTERN_IDS, class_table
 from fastbpe_nb.counting import WordCounter
-from fastbpe_nb.kernels.count import (_plan_blocks, count_text_blocks,
+from fastbpe_nb.kernels.count import (_plan_blocks, block_rows, count_text_blocks,
                                       count_text_blocks_serial, merge_text_blocks)
 from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
 
@@ -89,6 +89,55 @@ def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, ch
     assert [w.decode() for w in words] == list(want)  # first-occurrence order
     assert counts == list(want.values())
     assert n_pieces == sum(want.values())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
+       n_blocks=st.integers(1, 9), block_words=st.integers(1, 40),
+       chunk_bytes=st.integers(1, 80))
+def test_block_rows_are_the_table_with_repeats(docs, pattern, n_blocks, block_words,
+                                               chunk_bytes):
+    """``block_rows`` (WordCounter(merge_blocks=False)): the blocks' tables end to end. Its
+    rows, each word's counts summed in the order of its first row, are the reference's
+    table; a word is at most one row per block and round; every piece is counted once."""
+    data, offsets = _batch(docs)
+    stage1, stage2 = class_table()
+    scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
+            WINDOW_BYTES, STREAM_BYTES, chunk_bytes)
+    bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words)
+    words, row_offsets, counts, n_pieces = block_rows(data, offsets, bounds, done, *scan[2:],
+                                                      block_words, *tables)
+    raw = words.tobytes()
+    rows = [raw[row_offsets[i]:row_offsets[i + 1]].decode() for i in range(len(counts))]
+    assert row_offsets[0] == 0 and row_offsets[-1] == len(words) and len(rows) == len(counts)
+    summed = {}
+    for word, count in zip(rows, counts.tolist()):
+        summed[word] = summed.get(word, 0) + count
+    want = ref.count_words(docs, pattern)
+    assert list(summed.items()) == list(want.items())
+    assert n_pieces == sum(want.values()) == int(counts.sum())
+    assert len(rows) <= len(want) * (n_blocks + sum(want.values()) // block_words + 1)
+
+
+def test_word_counter_rows_mode_on_real_text():
+    """``merge_blocks=False`` on real text cut into many blocks and batches: rows repeat
+    across them, and merged they are the counter's one table, word for word."""
+    text = open(os.path.join(CORPORA, "kjv.txt"), encoding="utf-8").read()[:600_000]
+    docs = [text[i:i + 50_000] for i in range(0, len(text), 50_000)]
+    for pattern in ("gpt2", pretokenize.SUPERBPE_PATTERN):
+        merged, rows = WordCounter(pattern), WordCounter(pattern, merge_blocks=False)
+        for counter in (merged, rows):
+            counter.block_words = 500  # tables fill: further rounds
+            for k in range(0, len(docs), 4):
+                counter.add_texts(docs[k:k + 4])
+        words, counts, n_pieces = _state(merged)
+        row_words, row_counts, row_pieces = _state(rows)
+        summed = {}
+        for word, count in zip(row_words, row_counts):
+            summed[word] = summed.get(word, 0) + count
+        assert list(summed) == words and list(summed.values()) == counts
+        assert len(row_words) > len(words) and row_pieces == n_pieces
+        assert rows.n_unique == len(row_words)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS, ids=PATTERN_IDS_FOR_TESTS)

@@ -92,20 +92,53 @@ SHARES = [0.25, 1.0, 3.0, 1e9]
           suppress_health_check=[HealthCheck.too_slow])
 @given(docs=corpora(), tie=st.sampled_from(TIES), transition=st.integers(256, 270),
        extra=st.integers(1, 40), min_frequency=st.integers(0, 3),
-       share=st.sampled_from(SHARES), halves=st.booleans())
+       share=st.sampled_from(SHARES), halves=st.booleans(),
+       block_words=st.sampled_from([1, 3, 1 << 18]))
 def test_any_cut_threshold_gives_the_reference(docs, tie, transition, extra, min_frequency,
-                                               share, halves):
+                                               share, halves, block_words):
     """``halves``: stage 2's passes split the words in two halves whatever their number
-    (down to halves of no word), as they do on two threads from HALVES_MIN_WORDS words."""
-    from fastbpe_nb import superbpe
+    (down to halves of no word), as they do on two threads from HALVES_MIN_WORDS words.
+    ``block_words``: the counting blocks' tables fill up after so many words, so stage 2's
+    table (``STAGE2_ROWS``: the blocks' tables end to end) repeats words across rounds."""
+    from fastbpe_nb import counting, superbpe
 
     opts = dict(vocab_size=transition + extra, tie_break=tie, min_frequency=min_frequency)
     model = ref.train_superbpe(docs, transition=transition, **opts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(superbpe, "THRESHOLD_SHARE", share)
         mp.setattr(superbpe, "HALVES_MIN_WORDS", 0 if halves else 1 << 40)
+        mp.setattr(counting, "COUNT_BLOCK_WORDS", block_words)
         tok = fb.train(docs, superbpe_transition=transition, num_threads=2, **opts)
     assert_same_model(tok, model)
+
+
+@pytest.mark.parametrize("tie", TIES)
+def test_stage_two_rows_with_repeats_give_one_table_s_model(monkeypatch, tmp_path, tie):
+    """Stage 2 counted as the blocks' tables end to end (``STAGE2_ROWS``), where the blocks
+    fill up every 300 words: many words are several rows, and the model (merges, ids,
+    counts) is the one of a single table, from documents and from a file, and the
+    reference's."""
+    from fastbpe_nb import counting, superbpe
+
+    monkeypatch.setattr(counting, "COUNT_BLOCK_WORDS", 300)
+    docs = [doc for seed in range(41, 44) for doc in tie_heavy_corpus(seed, 120)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(docs), encoding="utf-8")
+    opts = dict(vocab_size=400, superbpe_transition=300, tie_break=tie, return_report=True)
+    runs = {}
+    for rows in (True, False):
+        monkeypatch.setattr(superbpe, "STAGE2_ROWS", rows)
+        runs[rows, "texts"] = fb.train(docs, **opts)
+        runs[rows, "file"] = fb.train_files([str(path)], **opts)
+    for source in ("texts", "file"):
+        (with_rows, report), (one_table, one_report) = runs[True, source], runs[False, source]
+        assert np.array_equal(with_rows.merges, one_table.merges)
+        assert np.array_equal(with_rows.merge_counts, one_table.merge_counts)
+        assert with_rows.vocab == one_table.vocab
+        assert report["superbpe_stage2_words"] > one_report["superbpe_stage2_words"]
+        assert report["superbpe_stage2_cut"] == one_report["superbpe_stage2_cut"]
+    model = ref.train_superbpe(docs, transition=300, vocab_size=400, tie_break=tie)
+    assert_same_model(runs[True, "texts"][0], model)
 
 
 @pytest.mark.parametrize("tie", TIES)

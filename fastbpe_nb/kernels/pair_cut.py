@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: 6c7551996ac9e7a850b1dd7da60d0166f9124621c6435e40684de0cfa5500346
+#: kernel cache stamp: baee73dc7a01bc2b4f32fb276b3561387e5f7fae2d1b05aff8a322d002bb52d0
 
 
 @njit(cache=True, nogil=True)
