@@ -319,7 +319,9 @@ class WordCounter:
             Occurrences of each word.
         """
         if self._rows is not None:
-            return _joined_rows(self._rows)
+            if not self._rows:
+                return np.empty(0, np.uint8), np.zeros(1, np.int64), np.empty(0, np.int64)
+            return joined(self._rows, 1)
         n = self._n
         first = self._first[:n]
         if n < 2 or bool((first[1:] > first[:-1]).all()):
@@ -366,22 +368,18 @@ class WordCounter:
                 for i in range(len(counts))}
 
 
-def _joined_rows(parts):
-    """``(word_bytes, offsets, counts)``: the batches' rows end to end, in order."""
-    if not parts:
-        return np.empty(0, np.uint8), np.zeros(1, np.int64), np.empty(0, np.int64)
+def joined(parts, n_tail: int = 0):
+    """The CSR pieces ``parts`` (``(values, offsets, *per-row arrays)`` each, offsets from
+    0) end to end: values and per-row arrays concatenated, offsets shifted. ``n_tail``
+    trailing per-row arrays are joined as they are."""
     if len(parts) == 1:
         return parts[0]
-    word_bytes = np.concatenate([p[0] for p in parts])
-    counts = np.concatenate([p[2] for p in parts])
-    offsets = np.empty(len(counts) + 1, dtype=np.int64)
-    offsets[0] = 0
-    at, base = 1, 0
-    for _, off, _ in parts:
-        offsets[at:at + len(off) - 1] = off[1:] + base
-        at += len(off) - 1
-        base += int(off[-1])
-    return word_bytes, offsets, counts
+    values = np.concatenate([p[0] for p in parts])
+    offsets = [parts[0][1]]
+    for p in parts[1:]:
+        offsets.append(p[1][1:] + offsets[-1][-1])
+    rows = [np.concatenate([p[k] for p in parts]) for k in range(2, 2 + n_tail)]
+    return (values, np.concatenate(offsets), *rows)
 
 
 def coalesce_batches(batches, max_bytes: int | None = None):
@@ -417,7 +415,7 @@ def _join_batches(datas, offs):
     if len(datas) == 1:
         return datas[0], offs[0]
     bases = np.cumsum([0] + [len(d) for d in datas])
-    joined = np.concatenate(datas) if bases[-1] else np.zeros(0, np.uint8)
+    data = np.concatenate(datas) if bases[-1] else np.zeros(0, np.uint8)
     offsets = np.concatenate([o[:-1] + b for o, b in zip(offs, bases[:-1])]
                              + [np.array([bases[-1]], np.int64)]).astype(np.int64)
-    return joined, offsets
+    return data, offsets

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from .byte_level import hf_byte_ranks
+from .counting import joined
 from .errors import TrainingError
 from .merge_loop import UNLIMITED, run_merge_kernel
 from .layout import make_level
@@ -81,20 +82,6 @@ def on_halves(fn, n_words: int, num_threads=None) -> list:
     finally:
         rest = second.wait()
     return [first, rest]
-
-
-def joined(parts, n_tail: int = 0):
-    """The CSR pieces ``parts`` (``(values, offsets, *per-row arrays)`` each, offsets from
-    0) end to end: values and per-row arrays concatenated, offsets shifted. ``n_tail``
-    trailing per-row arrays are joined as they are."""
-    if len(parts) == 1:
-        return parts[0]
-    values = np.concatenate([p[0] for p in parts])
-    offsets = [parts[0][1]]
-    for p in parts[1:]:
-        offsets.append(p[1][1:] + offsets[-1][-1])
-    rows = [np.concatenate([p[k] for p in parts]) for k in range(2, 2 + n_tail)]
-    return (values, np.concatenate(offsets), *rows)
 
 
 def joinable_bigrams(token_bytes) -> np.ndarray:

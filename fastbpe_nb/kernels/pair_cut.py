@@ -201,7 +201,7 @@ def cut_rows(symbols, offsets, counts, table, theta):
         The rows' state, for ``rows_added`` (more words into the same rows) and
         ``finished_rows`` (the table): ``rows`` int32 and ``row_offsets`` int64 (their
         first ``at`` symbols and ``n_rows + 1`` entries used), ``slots`` int64[4 cap]
-        (``_rows_state``), ``n_rows``, ``at``.
+        (laid out as ``rows_added`` says), ``n_rows``, ``at``.
     """
     rows = np.empty(1 << 12, dtype=np.int32)
     row_offsets = np.empty((1 << 10) + 1, dtype=np.int64)
