@@ -80,6 +80,9 @@ KERNEL_CONSTANTS = {
         # Size of a block's front table: fixed by the L2 cache it must fit, not a per-call
         # tunable (no caller changes it; the kernels' arguments carry the tunables).
         "FRONT_SLOTS",
+        # Prefetch distance in pieces, the size of the keys' ring: fixed by memory latency
+        # over the time per piece (measured flat from 8 to 32), like FRONT_SLOTS.
+        "LOOKAHEAD",
     )),
     *(f"fastbpe_nb.kernels.piece_cache:{name}" for name in (
         # Piece tables: short keys pack 15 bytes + length in two int64; values pack up to

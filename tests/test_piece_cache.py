@@ -106,6 +106,33 @@ def test_real_cl100k_matches_tiktoken_cold_and_warm():
     assert tok.piece_cache.info()["hits"] > 0
 
 
+def test_look_ahead_across_pieces_of_every_kind_matches_tiktoken():
+    # The encoder reads keys LOOKAHEAD pieces ahead into a ring (kernels/encode.py): pieces
+    # it skips there (one byte, special tokens) and those it keys (2..15 bytes, longer)
+    # in every order, documents that end inside the window (one byte, empty, one special
+    # token alone), the array's last 15 bytes (keys built a byte at a time), many blocks.
+    from peers import tiktoken_encoding
+    from presets import CL100K_SPECIALS
+    from fastbpe_nb.kernels.encode import LOOKAHEAD
+
+    tok = _own(build("cl100k-tiktoken"))
+    special = "<|endoftext|>"
+    enc = tiktoken_encoding(list(tok.vocab[:tok.n_regular]), "cl100k",
+                            {special: CL100K_SPECIALS[special]})
+    parts = ["a", " b", "hello", " Donaudampfschifffahrtsgesellschaft", "东京是日本的首都我们",
+             special, "\n", "  ", "1234567", " über", "x" * 40, "éé", "!!"]
+    rng = np.random.default_rng(7)
+    docs = ["".join(rng.choice(parts, size=int(rng.integers(0, 3 * LOOKAHEAD))))
+            for _ in range(300)]
+    docs += ["", "z", special, special * 2, "end of batch: tail keys"]
+    want = [enc.encode(d, allowed_special={special}) for d in docs]
+    for round_ in range(3):  # cold, warm, warm
+        for threads in (1, 2):
+            got = tok.encode_batch(docs, num_threads=threads, allowed_special={special})
+            assert got == want, (round_, threads)
+    assert tok.piece_cache.info()["hits"] > 0
+
+
 def test_cap_is_respected_and_a_full_cache_starts_over():
     tok = _own(build("gpt2-bytes"))
     plain = _uncached(tok)

@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: dc74ff96e52b9ef12683e28a543a173524a1d832ac2998068c1dc164a3b88ff8
+#: kernel cache stamp: af70b26555a15af3d2009c61eacca8c424ec1901bfe0c563d9c67dc17fddf31a
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -235,3 +235,38 @@ def _load8_jit(data, s):
              | ((np.uint64(data[u + np.uint64(7)]) & b) << np.uint64(56)))
         return np.int64(x)
     return assembled
+
+
+def prefetch(arr, i):
+    """Hint to the CPU that ``arr[i]`` (1-d) will be read soon. A no-op in Python (under
+    ``NUMBA_DISABLE_JIT=1``); compiled, one prefetch instruction, which never faults (an
+    index past the end is harmless)."""
+
+
+@intrinsic
+def _prefetch_address(typingctx, arr, i):
+    """``llvm.prefetch`` of ``&arr[i]`` (read, keep in all cache levels)."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        index = context.cast(builder, args[1], sig.args[1], types.intp)
+        ir = cgutils.ir
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        address = builder.bitcast(builder.gep(ary.data, [index]), byte_ptr)
+        builder.call(fn, [address, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen
+
+
+@overload(prefetch, jit_options={"cache": True, "nogil": True})
+def _prefetch_jit(arr, i):
+    def impl(arr, i):
+        _prefetch_address(arr, i)
+
+    return impl

@@ -44,9 +44,7 @@ do not depend on the order in which words or pairs are visited.
 """
 
 import numpy as np
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba import njit
 
 from .hashing import (
     EMPTY,
@@ -54,10 +52,11 @@ from .hashing import (
     grow,
     hash_slot,
     hash_units,
+    prefetch,
     same_units,
     table_capacity,
 )
-#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
+#: kernel cache stamp: e5d5e9767a3fa0b53c14e2c19f9e52702804356a6cdac3ca39e7793476e96f0f
 
 # Tie rules as the kernel sees them. ``hf`` is TIE_RANKS with GPT-2's byte order in
 # ``base_rank``; ``ids`` is TIE_RANKS with the identity.
@@ -108,41 +107,6 @@ PROG_RAISES = 7  # the heap filled with rare pairs: threshold raised, entries be
 PROG_PURGES = 8  # the pair table filled: its dead records deleted in place
 PROG_GROWS = 9  # the pair table filled: grown (copied, dead records left behind)
 N_PROGRESS = 10
-
-
-def prefetch(arr, i):
-    """Hint to the CPU that ``arr[i]`` (1-d) will be read soon. A no-op in Python (under
-    ``NUMBA_DISABLE_JIT=1``); compiled, one prefetch instruction, which never faults (an
-    index past the end is harmless)."""
-
-
-@intrinsic
-def _prefetch_address(typingctx, arr, i):
-    """``llvm.prefetch`` of ``&arr[i]`` (read, keep in all cache levels)."""
-    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(i, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        index = context.cast(builder, args[1], sig.args[1], types.intp)
-        ir = cgutils.ir
-        byte_ptr = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        address = builder.bitcast(builder.gep(ary.data, [index]), byte_ptr)
-        builder.call(fn, [address, i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return types.void(arr, i), codegen
-
-
-@overload(prefetch, jit_options={"cache": True, "nogil": True})
-def _prefetch_jit(arr, i):
-    def impl(arr, i):
-        _prefetch_address(arr, i)
-
-    return impl
 
 
 def word_index_rows(n_symbols, n_words, max_word_len):

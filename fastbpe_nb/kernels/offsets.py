@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import same_units
-#: kernel cache stamp: 79df8fd6252637deeaddfab9d3afab484b6d5687fe034170a57015dc088c2dfb
+#: kernel cache stamp: e5d5e9767a3fa0b53c14e2c19f9e52702804356a6cdac3ca39e7793476e96f0f
 
 
 @njit(cache=True, nogil=True)

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: baee73dc7a01bc2b4f32fb276b3561387e5f7fae2d1b05aff8a322d002bb52d0
+#: kernel cache stamp: bcf77f093f03c9510a65b48bd5eca114ef74e63f6d0e561cacea75c3af000e9a
 
 
 @njit(cache=True, nogil=True)

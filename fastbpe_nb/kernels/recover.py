@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: e6bd60b92e257a9cc9b94e9b31d760380d5cb7850f9b7c4e0dc1a0ec244e48fb
+#: kernel cache stamp: f3c6e1c804c051f3da1ca546c351d3304cdce2b3eacf59249abb3fff73cb663a
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
