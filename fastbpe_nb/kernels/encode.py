@@ -740,12 +740,15 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                   bt_pair_vals, dropout, seed, long_piece, sweep_ranks, sweep_window,
                   sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, btab, base,
                   bcap, d0, d1, out, doc_counts, stats):
-    """Encode documents ``d0 .. d1-1`` into ``out``; each document's ids start at its first unit.
+    """Encode documents ``d0 .. d1-1`` into ``out``, back to back from the block's first unit
+    (a block's ids never outnumber its units, so blocks never overlap); ``doc_counts[d]``
+    gets each document's number of ids.
 
     A piece is looked up, in this order, in the vocabulary's short-piece table, as a whole
     token, in the persistent cache (``ctab``, read only) and in the block's own table
     (``bcap`` slots at ``btab[3 * base:]``); only then merged, and its ids added to the
-    block's table. ``stats`` (int64[3]) gets the cache hits, block hits and merged pieces.
+    block's table. ``stats`` (int64[4]) gets the cache hits, block hits, merged pieces and
+    the entries of the block's table.
     """
     use_whole = whole_keys.shape[0] > 0
     use_short = short_table.shape[0] > 0 and not dropout > 0.0
@@ -791,10 +794,12 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     hits = 0
     block_hits = 0
     merged = 0
+    # Documents back to back: the pages of ``out`` touched are those the ids fill (each
+    # document at its own first unit touched up to 4 bytes per unit of short documents).
+    o = piece_offsets[doc_piece_offsets[d0]]
     for d in range(d0, d1):
         p0 = doc_piece_offsets[d]
         p1 = doc_piece_offsets[d + 1]
-        o = piece_offsets[p0]
         o_start = o
         # Dropout draws depend only on (seed, document), never on threads or blocks.
         rng[0] = ((seed * 2654435761 + d * 40503 + 1) & 0xFFFFFFFF) | 1
@@ -949,6 +954,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     stats[0] = hits
     stats[1] = block_hits
     stats[2] = merged
+    stats[3] = n_block
 
 
 @njit(cache=True, nogil=True)
@@ -975,17 +981,23 @@ def _block_tables(doc_piece_offsets, n_blocks, block_bits, use_cache):
 
 
 @njit(cache=True, nogil=True)
-def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
-            piece_offsets, doc_piece_offsets):
-    """Add the blocks' counters to the cache's, publish their tables if allowed, compact."""
+def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts):
+    """Add the blocks' counters to the cache's and publish their tables if allowed; returns
+    ``(doc_offsets, ctab, cunits, cids)``."""
+    used = caps.copy()
     for blk in range(stats.shape[0]):
         cstate[S_HITS] += stats[blk, 0]
         cstate[S_BLOCK_HITS] += stats[blk, 1]
         cstate[S_MERGED] += stats[blk, 2]
+        if stats[blk, 3] == 0:
+            used[blk] = 0  # nothing to publish: its slots are not even read (a warm call)
     if cstate[S_PUBLISH] == 1:
-        ctab, cunits, cids = publish(ctab, cunits, cids, cstate, btab, bases, caps, data, out)
-    ids, doc_offsets = _compact(out, doc_counts, piece_offsets, doc_piece_offsets)
-    return ids, doc_offsets, ctab, cunits, cids
+        ctab, cunits, cids = publish(ctab, cunits, cids, cstate, btab, bases, used, data, out)
+    n_docs = doc_counts.shape[0]
+    doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+    for d in range(n_docs):
+        doc_offsets[d + 1] = doc_offsets[d] + doc_counts[d]
+    return doc_offsets, ctab, cunits, cids
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1081,7 +1093,7 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     bases, caps, btab = _block_tables(doc_piece_offsets, n_blocks, block_bits, dropout <= 0.0)
-    stats = np.zeros((n_blocks, 3), dtype=np.int64)
+    stats = np.zeros((n_blocks, 4), dtype=np.int64)
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
@@ -1091,8 +1103,17 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
                       bt_pair_keys, bt_pair_vals, dropout, seed, long_piece, sweep_ranks,
                       sweep_window, sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits,
                       cids, btab, bases[blk], caps[blk], d0, d1, out, doc_counts, stats[blk])
-    return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
-                   piece_offsets, doc_piece_offsets)
+    doc_offsets, ctab, cunits, cids = _finish(stats, ctab, cunits, cids, cstate, btab, bases,
+                                              caps, data, out, doc_counts)
+    # Each block's ids are together in ``out``: one copy per block, in parallel.
+    ids = np.empty(doc_offsets[n_docs], dtype=np.int32)
+    for blk in prange(n_blocks):
+        d0 = blk * n_docs // n_blocks
+        d1 = (blk + 1) * n_docs // n_blocks
+        src = piece_offsets[doc_piece_offsets[d0]]
+        dst = doc_offsets[d0]
+        ids[dst:doc_offsets[d1]] = out[src:src + doc_offsets[d1] - dst]
+    return ids, doc_offsets, ctab, cunits, cids
 
 
 @njit(cache=True, nogil=True)
@@ -1111,33 +1132,16 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     bases, caps, btab = _block_tables(doc_piece_offsets, 1, block_bits, dropout <= 0.0)
-    stats = np.zeros((1, 3), dtype=np.int64)
+    stats = np.zeros((1, 4), dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
                   bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                   bt_pair_vals, dropout, seed, long_piece, sweep_ranks, sweep_window,
                   sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, btab,
                   bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
-    return _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts,
-                   piece_offsets, doc_piece_offsets)
-
-
-@njit(cache=True, nogil=True)
-def _compact(out, doc_counts, piece_offsets, doc_piece_offsets):
-    """Gather each document's ids (written at its first unit) into one flat array."""
-    n_docs = doc_counts.shape[0]
-    doc_offsets = np.zeros(n_docs + 1, dtype=np.int64)
-    for d in range(n_docs):
-        doc_offsets[d + 1] = doc_offsets[d] + doc_counts[d]
-    if n_docs == 1:
-        # One document (encode, encode_ordinary): its ids already sit together; a view
-        # saves a copy (the caller turns it into a list and drops it).
-        src = piece_offsets[doc_piece_offsets[0]]
-        return out[src:src + doc_counts[0]], doc_offsets
-    ids = np.empty(doc_offsets[n_docs], dtype=np.int32)
-    for d in range(n_docs):
-        src = piece_offsets[doc_piece_offsets[d]]
-        dst = doc_offsets[d]
-        for k in range(doc_counts[d]):
-            ids[dst + k] = out[src + k]
-    return ids, doc_offsets
+    doc_offsets, ctab, cunits, cids = _finish(stats, ctab, cunits, cids, cstate, btab, bases,
+                                              caps, data, out, doc_counts)
+    # One block: the ids are already together; a view saves a copy (pages of ``out`` past
+    # them were never touched, so they hold no memory).
+    src = piece_offsets[doc_piece_offsets[0]]
+    return out[src:src + doc_offsets[n_docs]], doc_offsets, ctab, cunits, cids

@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: f3c6e1c804c051f3da1ca546c351d3304cdce2b3eacf59249abb3fff73cb663a
+#: kernel cache stamp: 068c718903e6ed0fe0542c228d34fe27f1590e7a9127d35c2e429053fc2f9634
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
