@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: af70b26555a15af3d2009c61eacca8c424ec1901bfe0c563d9c67dc17fddf31a
+#: kernel cache stamp: 696fd51cd7e0338772b0e6f2cc656051b761fdf7c6a324a3b69fedfbbf911d24
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

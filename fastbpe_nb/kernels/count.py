@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: af70b26555a15af3d2009c61eacca8c424ec1901bfe0c563d9c67dc17fddf31a
+#: kernel cache stamp: 696fd51cd7e0338772b0e6f2cc656051b761fdf7c6a324a3b69fedfbbf911d24
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: bcf77f093f03c9510a65b48bd5eca114ef74e63f6d0e561cacea75c3af000e9a
+#: kernel cache stamp: 61a97b0002142f574abd2c4166d6733ce25fd3fe3a6f2eb7842013f5d7b09170
 
 
 @njit(cache=True, nogil=True)

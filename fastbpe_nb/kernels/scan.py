@@ -746,8 +746,8 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
 
     Each block writes its pieces into its own region of one buffer: the block's bytes plus
     one slot (every piece holds at least a byte, so a block never outgrows its region);
-    the regions are then joined serially, in block order. Parameters as ``scan_batch``,
-    plus ``n_blocks >= 1``.
+    the regions are then joined in block order, each block copying its own in parallel.
+    Parameters as ``scan_batch``, plus ``n_blocks >= 1``.
     """
     if pattern_id < 0 or pattern_id > 3:
         raise ValueError("pattern_id must be 0 (gpt2), 1 (cl100k), 2 (o200k) or 3 (superbpe)")
@@ -783,37 +783,21 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
         # the pieces are in its new array; they still fit the region.
         region[1:n_pieces + 1] = pieces[1:n_pieces + 1]
         counts[blk] = n_pieces
-    return join_block_regions(regions, counts, doc_offsets, doc_piece_offsets)
-
-
-@njit(cache=True, nogil=True)
-def join_block_regions(regions, counts, doc_offsets, doc_piece_offsets):
-    """Join the per-block piece regions of a parallel scan, in block order.
-
-    Block ``blk`` of ``n_blocks = counts.shape[0]`` holds documents ``blk * n_docs //
-    n_blocks`` up to the next block's first; its region starts at its first document's byte
-    (relative to ``doc_offsets[0]``) plus ``blk`` and holds ``counts[blk]`` piece ends from
-    its second slot on. ``doc_piece_offsets`` (``int64[n_docs + 1]``, block-local piece
-    indices) is made global in place. Returns ``(piece_offsets, doc_piece_offsets)``.
-    """
-    n_blocks = counts.shape[0]
-    n_docs = doc_offsets.shape[0] - 1
-    base = doc_offsets[0]
-    total = 0
+    # The regions joined in block order, each block copying its own in parallel.
+    firsts = np.zeros(n_blocks + 1, dtype=np.int64)
     for blk in range(n_blocks):
-        total += counts[blk]
-    piece_offsets = np.empty(total + 1, dtype=np.int64)
+        firsts[blk + 1] = firsts[blk] + counts[blk]
+    piece_offsets = np.empty(firsts[n_blocks] + 1, dtype=np.int64)
     piece_offsets[0] = base
-    at = 0
-    for blk in range(n_blocks):
+    for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         r0 = doc_offsets[d0] - base + blk
+        at = firsts[blk]
         piece_offsets[at + 1:at + 1 + counts[blk]] = regions[r0 + 1:r0 + 1 + counts[blk]]
         for d in range(d0, d1):
             doc_piece_offsets[d] += at
-        at += counts[blk]
-    doc_piece_offsets[n_docs] = total
+    doc_piece_offsets[n_docs] = firsts[n_blocks]
     return piece_offsets, doc_piece_offsets
 
 
