@@ -159,8 +159,10 @@ def check_count_range(offsets, counts) -> None:
     lengths = np.diff(np.asarray(offsets, dtype=np.int64))
     c = np.asarray(counts, dtype=np.float64)
     w = lengths.astype(np.float64)
-    # A float estimate decides the common case; exact integers only when it is close.
-    estimate = float(c @ np.maximum(w - 1, 0)) + float((c * w).max())
+    # A float estimate decides the common case; exact integers only when it is close. Not
+    # ``c @ x``: a BLAS dot product leaves OpenBLAS's threads spinning for a while after it
+    # (a core's worth during the merge phase that follows, on a 2-core machine).
+    estimate = float((c * np.maximum(w - 1, 0)).sum()) + float((c * w).max())
     if estimate < 2.0**62 and float(c.sum()) < 2.0**62:
         return
     cs, ls = [int(x) for x in counts], [int(x) for x in lengths]

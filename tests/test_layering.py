@@ -108,7 +108,8 @@ KERNEL_CONSTANTS = {
         "N_RCOLS_FIRST", "H_COUNT", "H_AUX", "H_KEY", "N_HCOLS", "NO_FIRST", "LOW32",
         "STAMP_PERIOD",
         # Slots of the rewrite's counters array.
-        "C_PAIRS", "C_ROWS", "C_TOUCHED", "C_FREE", "C_LEAD", "C_SPARE", "N_COUNTERS",
+        "C_PAIRS", "C_ROWS", "C_TOUCHED", "C_FREE", "C_LEAD", "C_SPARE", "C_TAIL", "C_SEEN",
+        "C_DONE", "N_COUNTERS",
         # Slots and status codes of the progress array shared with merge_loop.
         "PROG_BUDGET", "PROG_NEED", "PROG_PHASE", "STOPPED_ASKED", "STOPPED_MEMORY",
         "PROG_REBUILDS", "PROG_RAISES", "PROG_PURGES", "PROG_GROWS", "N_PROGRESS",

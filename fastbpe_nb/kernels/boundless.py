@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 696fd51cd7e0338772b0e6f2cc656051b761fdf7c6a324a3b69fedfbbf911d24
+#: kernel cache stamp: e3b43513efcedaa0262ad4db5cf8bc3a210093689611d5473b2b6752d3316083
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: 696fd51cd7e0338772b0e6f2cc656051b761fdf7c6a324a3b69fedfbbf911d24
+#: kernel cache stamp: e3b43513efcedaa0262ad4db5cf8bc3a210093689611d5473b2b6752d3316083
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -33,7 +33,7 @@ from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, S
                           SHORT_ID_BITS, SHORT_ID_MASK, SHORT_MAX_IDS, emit, emit_packed, get,
                           pack_ids, packable, publish, put, short_key, short_key_tail,
                           short_mix)
-#: kernel cache stamp: 9a2d018144687fd8d9dd0a8064453f68227debdcca6ee93649d8f9cd8640da35
+#: kernel cache stamp: 853f096ec1ad95c386ea347b864cc008805cf72413346bd686f8f8d587137b64
 
 NO_RANK = np.int64(-1)
 LOW32 = np.int64(0xFFFFFFFF)

@@ -264,7 +264,7 @@ def _prefetch_address(typingctx, arr, i):
     return types.void(arr, i), codegen
 
 
-@overload(prefetch, jit_options={"cache": True, "nogil": True})
+@overload(prefetch, jit_options={"cache": True, "nogil": True, "_nrt": False})
 def _prefetch_jit(arr, i):
     def impl(arr, i):
         _prefetch_address(arr, i)

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: 61a97b0002142f574abd2c4166d6733ce25fd3fe3a6f2eb7842013f5d7b09170
+#: kernel cache stamp: b92a60f1177527321079cb097f3448ee12dc2b44237b6e1067e27ddab7d4e58a
 
 
 @njit(cache=True, nogil=True)

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from .hashing import same_units
-#: kernel cache stamp: e5d5e9767a3fa0b53c14e2c19f9e52702804356a6cdac3ca39e7793476e96f0f
+#: kernel cache stamp: f61736dfda6e18e2bc4664aedc29c401524c0df661f343da5017c51fb214b6bf
 
 
 @njit(cache=True, nogil=True)

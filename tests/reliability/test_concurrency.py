@@ -149,8 +149,8 @@ def test_compiled_kernel_new_signature_with_damaged_cache_recompiles(monkeypatch
 
 
 def test_flush_removes_indexes_no_module_attribute_holds(tmp_path):
-    # kernels.merge's prefetch is an @overload whose implementation Numba caches under a
-    # name no module attribute holds ("merge._prefetch_jit.locals.impl-*.nbi"): a damaged
+    # kernels.hashing's prefetch is an @overload whose implementation Numba caches under a
+    # name no module attribute holds ("hashing._prefetch_jit.locals.impl-*.nbi"): a damaged
     # index of it made training fail even after the recovery flushed the module's kernels.
     code = """
         import glob, os, pickle
@@ -160,7 +160,8 @@ def test_flush_removes_indexes_no_module_attribute_holds(tmp_path):
         from fastbpe_nb.kernels import merge
         fb.train(["hello world, the quick brown fox"] * 20, vocab_size=300)
         folder = merge.train_merges._cache._cache_path
-        names = lambda: sorted(os.path.basename(p) for p in glob.glob(folder + "/merge.*.nbi"))
+        names = lambda: sorted(os.path.basename(p) for m in ("merge", "hashing")
+                               for p in glob.glob(f"{folder}/{m}.*.nbi"))
         before = names()
         parallel._flush_kernel_caches()
         emit({"before": before, "after": names()})
