@@ -45,6 +45,8 @@ FRONT_SLOTS = 8192
 #: The encoder reads each piece's keys this many pieces ahead and prefetches the slots of
 #: the tables it will probe (``_encode_block``); a power of two, the size of its ring of keys.
 LOOKAHEAD = 16
+
+
 @njit(cache=True, nogil=True)
 def _short_lookup(table, key, key2):
     """Packed ids stored for ``(key, key2)`` in an interleaved short-piece table, or -1."""

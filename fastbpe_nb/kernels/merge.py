@@ -710,6 +710,15 @@ def _fill_index(rec, nodes, symbols, wr, n_rows):
                 nodes[r, 0] = w
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _word_needs(counters, n):
+    """``(pairs, index rows, touched entries)`` the tables must hold before a word of ``n``
+    symbols is rewritten: at most 2 new pairs, nodes and touches per occurrence. One place
+    for the check ``_rewrite_words`` stops at and the room ``train_merges`` then makes."""
+    return (counters[C_PAIRS] + n + 2, counters[C_ROWS] + n + 2,
+            counters[C_TOUCHED] + 2 * n + 2)
+
+
 @njit(cache=True, nogil=True)
 def _rewrite_words(rec, nodes, touched, counters, symbols, pos, wr, wr_flat, ring, lookahead,
                    index_rows, A, B, X, stamp, first_mode):
@@ -751,10 +760,9 @@ def _rewrite_words(rec, nodes, touched, counters, symbols, pos, wr, wr_flat, rin
         w = ring[n_done & ring_mask]
         s = wr[w, 0]
         e = wr[w + 1, 0]
-        # Room for the at most 2 new pairs, nodes and touches per occurrence.
-        if (4 * (counters[C_PAIRS] + (e - s) + 2) > 3 * rec.shape[0]
-                or counters[C_ROWS] + (e - s) + 2 > index_rows
-                or counters[C_TOUCHED] + 2 * (e - s) + 2 > touched.shape[0]):
+        need, need_rows, need_touched = _word_needs(counters, e - s)
+        if (4 * need > 3 * rec.shape[0] or need_rows > index_rows
+                or need_touched > touched.shape[0]):
             room = True
             break
         n_done += 1
@@ -1152,9 +1160,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             w = ring[counters[C_DONE] & ring_mask]
             s = wr[w, 0]
             e = wr[w + 1, 0]
-            need = counters[C_PAIRS] + (e - s) + 2
-            need_rows = counters[C_ROWS] + (e - s) + 2
-            need_touched = counters[C_TOUCHED] + 2 * (e - s) + 2
+            need, need_rows, need_touched = _word_needs(counters, e - s)
             dead = 0
             if 4 * need > 3 * rec.shape[0]:
                 dead = _count_dead(rec)
@@ -1164,7 +1170,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                     counters[C_PAIRS] -= _purge(rec)
                     _event(progress, PROG_PURGES)
                     dead = 0
-                    need = counters[C_PAIRS] + (e - s) + 2
+                    need = _word_needs(counters, e - s)[0]
             if (4 * need > 3 * rec.shape[0] or need_rows > index_rows
                     or need_touched > touched.shape[0]):
                 new_cap = 0  # the table's new capacity when it must grow

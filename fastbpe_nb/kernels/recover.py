@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 62c87c3a24139729ff095ae1ee04b9eb1366fae80a33e7f107b087e0f09c59ab
+#: kernel cache stamp: 34b25cfff67eaf345e87363058133890d19859ee99772247c415118d15cbd41a
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
