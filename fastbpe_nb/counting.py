@@ -22,8 +22,9 @@ from .text import clean_text
 COUNT_CHUNK_BYTES = 1 << 16
 COUNT_BLOCK_WORDS = 1 << 18
 #: Bytes the private tables hold per unique word of a block (``u_*`` arrays, the slot
-#: array at load <= 1/2, ``u_slot``): the most a block's table can touch per word.
-PRIVATE_BYTES_PER_WORD = 5 * 8 + 8 + 2 * 2 * 8
+#: array at load <= 1/2, ``u_slot``, the word's index found by ``look_up_blocks``): the
+#: most a block's table can touch per word.
+PRIVATE_BYTES_PER_WORD = 5 * 8 + 8 + 2 * 2 * 8 + 8
 #: Blocks are cut below this size so that a block's counts fit the slots' 32-bit field.
 MAX_BLOCK_BYTES = 1 << 30
 
@@ -228,7 +229,7 @@ class WordCounter:
         the budget leaves (``memory_left``)."""
         from ._scanner import PATTERN_IDS, class_table, read_only
         from .kernels.count import (block_rows, count_text_blocks, count_text_blocks_serial,
-                                    merge_text_blocks)
+                                    look_up_blocks, look_up_blocks_serial, merge_text_blocks)
         from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
         from .parallel import call_kernel, default_threads, run_parallel
 
@@ -268,10 +269,19 @@ class WordCounter:
         # block, and every word already in the table as new).
         left = -1 if self.memory_left is None else max(0, int(self.memory_left()))
         budget = np.array([left, 0, 0], dtype=np.int64)
+        known = np.empty(0, dtype=np.int64)  # the first batch: every word is new
+        if self._n > 0:
+            # The probes of the words the table already holds, in parallel: most of a
+            # later batch's words (the serial merge then adds their counts).
+            u_start, u_end, _, _, u_key = tables
+            look_up = (data, done, block_words, u_start, u_end, u_key, self._keys, self._store,
+                       self._off)
+            known = run_parallel(look_up_blocks, n_threads, *look_up,
+                                 serial=(look_up_blocks_serial, look_up))
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
          self._wkey, self._n, n_pieces) = call_kernel(
             merge_text_blocks, data, doc_offsets, bounds, done, *scan[2:], block_words,
-            *tables, self.n_pieces, self._keys, self._store, self._store_len, self._off,
+            *tables, known, self.n_pieces, self._keys, self._store, self._store_len, self._off,
             self._count, self._first, self._wkey, self._n, budget)
         if budget[2] > 0:
             from .errors import MemoryBudgetError

@@ -22,7 +22,8 @@ from fastbpe_nb import reference as ref
 from fastbpe_nb._scanner import PATTERN_IDS, class_table
 from fastbpe_nb.counting import WordCounter
 from fastbpe_nb.kernels.count import (_plan_blocks, block_rows, count_text_blocks,
-                                      count_text_blocks_serial, merge_text_blocks)
+                                      count_text_blocks_serial, look_up_blocks,
+                                      look_up_blocks_serial, merge_text_blocks)
 from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
 
 from fbtest import NOJIT
@@ -53,7 +54,8 @@ def _state(counter):
 
 def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial=False,
               counter=None):
-    """Call the kernel directly (any n_blocks), into ``counter`` (a fresh one by default)."""
+    """Call the kernels directly (any n_blocks), into ``counter`` (a fresh one by default):
+    the words already in a non-empty table are looked up first, as ``add_batch`` does."""
     counter = counter or WordCounter(pattern)
     stage1, stage2 = class_table()
     kernel = count_text_blocks_serial if serial else count_text_blocks
@@ -61,9 +63,14 @@ def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial
             WINDOW_BYTES, STREAM_BYTES,
             chunk_bytes)
     bounds, done, *tables = kernel(*scan, n_blocks, block_words)
+    known = np.empty(0, np.int64)
+    if counter._n > 0:
+        look_up = look_up_blocks_serial if serial else look_up_blocks
+        known = look_up(data, done, block_words, tables[0], tables[1], tables[4], counter._keys,
+                        counter._store, counter._off)
     (counter._keys, counter._store, counter._store_len, counter._off, counter._count,
      counter._first, counter._wkey, counter._n, n_pieces) = merge_text_blocks(
-        data, offsets, bounds, done, *scan[2:], block_words, *tables, counter.n_pieces,
+        data, offsets, bounds, done, *scan[2:], block_words, *tables, known, counter.n_pieces,
         counter._keys, counter._store, counter._store_len, counter._off, counter._count,
         counter._first, counter._wkey, counter._n, np.array([-1, 0, 0], np.int64))
     counter.n_pieces += n_pieces
@@ -79,11 +86,15 @@ def _two_step(data, offsets, pattern, counter=None):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
        n_blocks=st.integers(1, 9), block_words=st.integers(1, 40),
-       chunk_bytes=st.integers(1, 80), serial=st.booleans())
+       chunk_bytes=st.integers(1, 80), serial=st.booleans(), split=st.integers(0, 6))
 def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, chunk_bytes,
-                                        serial):
-    data, offsets = _batch(docs)
-    counter = _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial)
+                                        serial, split):
+    """In one or two batches (the second's words partly in the table: looked up first)."""
+    counter = None
+    for batch in (docs[:split], docs[split:]):
+        if batch:
+            counter = _one_pass(*_batch(batch), pattern, n_blocks, block_words, chunk_bytes,
+                                serial, counter)
     want = ref.count_words(docs, pattern)
     words, counts, n_pieces = _state(counter)
     assert [w.decode() for w in words] == list(want)  # first-occurrence order
@@ -253,6 +264,9 @@ def test_long_pieces_that_share_their_ends_stay_apart():
         counter = _one_pass(data, offsets, "gpt2", 3, 4, 32, serial)
         assert counter.words() == want
         assert counter.words()[" abcdefghXijklmnop"] == 3
+        # A second batch: every word looked up in the global table, then counted there.
+        counter = _one_pass(data, offsets, "gpt2", 3, 4, 32, serial, counter)
+        assert counter.words() == {word: 2 * count for word, count in want.items()}
     two_steps = _two_step(data, offsets, "gpt2")
     assert two_steps.words() == want
 
@@ -266,3 +280,26 @@ def test_table_without_copies_is_the_same_table():
     assert all(np.array_equal(v, c) for v, c in zip(views, copies))
     assert np.shares_memory(views[0], counter._store)
     assert not np.shares_memory(copies[0], counter._store)
+
+
+def _count_in_batches(batches):
+    counter = WordCounter("cl100k", num_threads=2)
+    for data, offsets in batches:
+        counter.add_batch(data, offsets)
+    return _state(counter)
+
+
+def test_batches_counted_in_a_forked_child():
+    """A later batch's words are looked up in the table on all cores (``look_up_blocks``):
+    in a child forked after the parent's thread pool ran, the serial twins give the
+    parent's table, and nothing hangs."""
+    import multiprocessing
+
+    text = open(os.path.join(CORPORA, "kjv.txt"), encoding="utf-8").read()[:400_000]
+    docs = [text[i:i + 20_000] for i in range(0, len(text), 20_000)]
+    batches = [_batch(docs[k:k + 5]) for k in range(0, len(docs), 5)]
+    expected = _count_in_batches(batches)  # the pool runs in the parent
+    assert expected == _state(_two_step(*_batch(docs), "cl100k"))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_count_in_batches, (batches,)).get(timeout=600)
+    assert got == expected

@@ -98,6 +98,9 @@ KERNEL_CONSTANTS = {
         # Key and value layout of the counting kernel's private tables (a short piece's
         # packed bytes vs a long piece's tag; a 32-bit count beside the word index).
         "LONG_KEY", "COUNT_MASK",
+        # Prefetch distance of the global table's look-ups: fixed by memory latency over
+        # the time per word, like encode.LOOKAHEAD.
+        "LOOKUP_AHEAD",
     )),
     *(f"fastbpe_nb.kernels.merge:{name}" for name in (
         # Tie-rule codes (merge_loop maps TIE_RULES to them).

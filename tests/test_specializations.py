@@ -48,7 +48,8 @@ for path in (small, big, tmp / "t.parquet"):
 fb.encode_parquet(tok, tmp / "t.parquet", tmp / "out", column="text", format="bin")
 
 kernels = [encode.encode_serial, encode.encode_batch, count.count_text_blocks,
-           count.count_text_blocks_serial, count.merge_text_blocks, count.count_batch,
+           count.count_text_blocks_serial, count.look_up_blocks, count.merge_text_blocks,
+           count.count_batch,
            scan.scan_batch, scan.scan_batch_parallel, scan.scan_prefix]
 ran = [k for k in kernels if k.signatures]
 assert encode.encode_batch in ran and count.count_text_blocks in ran, ran

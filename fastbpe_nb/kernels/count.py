@@ -6,8 +6,11 @@ named pattern, ``count_text_batch`` scans and counts in one pass: the batch is c
 a time and counted into a private table. With any other pattern the batch arrives already
 cut into pieces (``piece_offsets``) and ``count_batch`` counts ``n_blocks`` contiguous
 ranges of pieces into private tables. Either way the private tables (one per block, no
-sharing) are then merged serially, in block order, into the global table. Counts are sums and first occurrences are minima, so the result does not
-depend on the number of blocks or threads.
+sharing) are then merged serially, in block order, into the global table (with a named
+pattern, after ``look_up_blocks`` has found the words the table already holds, in
+parallel: the serial merge then adds their counts and probes only the new words). Counts
+are sums and first occurrences are minima, so the result does not depend on the number of
+blocks or threads.
 
 The global table keeps each unique word's bytes in a growable byte store (the batch
 buffer is transient), its count, and the global index of its first occurrence (for the
@@ -17,7 +20,7 @@ buffer is transient), its count, and the global index of its first occurrence (f
 import numpy as np
 from numba import njit, prange
 
-from .hashing import EMPTY, grow, hash_slot, load8
+from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import N_SENTINELS, _scan_document, ascii_class_words
 #: kernel cache stamp: e3b43513efcedaa0262ad4db5cf8bc3a210093689611d5473b2b6752d3316083
 
@@ -500,17 +503,84 @@ def _counts_out(slots, u_slot, u_count, n_unique):
 
 
 @njit(cache=True, nogil=True)
-def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, first_index,
+def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, known, first_index,
                  g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget):
     """Add a private table of ``_count_range`` to the global table (words new to it get
-    first occurrence ``first_index + u_first``); stops where ``budget`` refuses a growth."""
-    for j in range(n_unique):
+    first occurrence ``first_index + u_first``); stops where ``budget`` refuses a growth.
+
+    ``known`` (int64[n_unique], or empty when not looked up): each word's index in the
+    global table as ``look_up_blocks`` found it, or -1; a known word is a count added,
+    without a probe. The words go through ``_add_words`` until one needs a growth, which
+    ``_add_word`` makes here: a loop that reassigned the table's arrays at every word would
+    pay an atomic reference count per array and word."""
+    state = np.array([g_store_len, g_n], dtype=np.int64)
+    j = 0
+    while True:
+        j = _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known,
+                       first_index, g_keys, g_store, g_off, g_count, g_first, g_wkey, state)
+        g_store_len, g_n = state[0], state[1]
+        if j == n_unique:
+            break
         (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n) = _add_word(
             data, u_start[j], u_end[j], u_key[j], u_count[j], first_index + u_first[j], g_keys,
             g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget)
         if budget[2] > 0:
             break
+        state[0], state[1] = g_store_len, g_n
+        j += 1
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known, first_index,
+               g_keys, g_store, g_off, g_count, g_first, g_wkey, state):
+    """``_add_word`` for words ``j ..`` of a private table while the global table has room
+    (``state``: its bytes used and words, updated); returns the first word that needs a
+    growth (or ``n_unique``). Never allocates (compiled without reference counting)."""
+    looked_up = known.shape[0] > 0
+    n_slots = g_keys.shape[0] // 2
+    mask = n_slots - 1
+    g_store_len = state[0]
+    g_n = state[1]
+    while j < n_unique:
+        if looked_up and known[j] >= 0:
+            g_count[known[j]] += u_count[j]
+            j += 1
+            continue
+        key = u_key[j]
+        s = u_start[j]
+        n = u_end[j] - s
+        if (2 * (g_n + 1) > n_slots or g_store_len + n > g_store.shape[0]
+                or g_n + 2 > g_off.shape[0] or g_n + 1 > g_count.shape[0]
+                or g_n + 1 > g_first.shape[0] or g_n + 1 > g_wkey.shape[0]):
+            break  # a growth, if the word is new
+        i = _key_slot(key) & mask
+        while True:
+            k = g_keys[2 * i]
+            if k == key:
+                w = g_keys[2 * i + 1]
+                if key < LONG_KEY or (g_off[w + 1] - g_off[w] == n
+                                      and _same(g_store, g_off[w], data, s, n)):
+                    g_count[w] += u_count[j]
+                    break
+            elif k == EMPTY:
+                g_keys[2 * i] = key
+                g_keys[2 * i + 1] = g_n
+                for k2 in range(n):
+                    g_store[g_store_len + k2] = data[s + k2]
+                g_off[g_n] = g_store_len
+                g_store_len += n
+                g_off[g_n + 1] = g_store_len
+                g_count[g_n] = u_count[j]
+                g_first[g_n] = first_index + u_first[j]
+                g_wkey[g_n] = key
+                g_n += 1
+                break
+            i = (i + 1) & mask
+        j += 1
+    state[0] = g_store_len
+    state[1] = g_n
+    return j
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -596,11 +666,101 @@ def _private_tables(n_blocks, block_words):
             np.empty(size, dtype=np.int64), np.zeros((n_blocks, 4), dtype=np.int64))
 
 
+#: Words ahead of the one looked up whose global hash slot ``_look_up_range`` prefetches:
+#: the global table outgrows the caches, and its probes are independent of each other.
+LOOKUP_AHEAD = 8
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def look_up_blocks(data, done, block_words, u_start, u_end, u_key, g_keys, g_store, g_off):
+    """Find the words of ``count_text_blocks``' private tables in the global table, the
+    blocks in parallel (the table is only read): the probing half of the merge, which
+    ``merge_text_blocks`` then finishes serially with a count added per known word and
+    only the new words probed again (in block order, for their first occurrences).
+
+    Parameters
+    ----------
+    data : uint8[n_bytes]
+        The batch's bytes, as given to ``count_text_blocks``.
+    done : int64[n_blocks, 4]
+        Its per-block results (``done[b, 0]`` words in block ``b``'s table).
+    block_words : int
+        Capacity of a block's table, as given to it.
+    u_start, u_end, u_key : int64[n_blocks * block_words]
+        Its private tables.
+    g_keys, g_store, g_off
+        The global table (``count_batch``), read only.
+
+    Returns
+    -------
+    known : int64[n_blocks * block_words]
+        For each word of a block's table, its index in the global table, or -1 (new);
+        entries past a block's ``done[b, 0]`` are not written.
+    """
+    n_blocks = done.shape[0]
+    known = np.empty(n_blocks * block_words, dtype=np.int64)
+    for b in prange(n_blocks):
+        _look_up_one(data, done, b, block_words, u_start, u_end, u_key, g_keys, g_store,
+                     g_off, known)
+    return known
+
+
+@njit(cache=True, nogil=True)
+def look_up_blocks_serial(data, done, block_words, u_start, u_end, u_key, g_keys, g_store,
+                          g_off):
+    """``look_up_blocks`` on the calling thread only (a forked child, see ``parallel.py``).
+    Same parameters and result."""
+    n_blocks = done.shape[0]
+    known = np.empty(n_blocks * block_words, dtype=np.int64)
+    for b in range(n_blocks):
+        _look_up_one(data, done, b, block_words, u_start, u_end, u_key, g_keys, g_store,
+                     g_off, known)
+    return known
+
+
+@njit(cache=True, nogil=True)
+def _look_up_one(data, done, b, block_words, u_start, u_end, u_key, g_keys, g_store, g_off,
+                 known):
+    """Look up block ``b``'s words into its own slice of ``known`` (no sharing)."""
+    lo = b * block_words
+    hi = lo + block_words
+    _look_up_range(data, done[b, 0], u_start[lo:hi], u_end[lo:hi], u_key[lo:hi], g_keys,
+                   g_store, g_off, known[lo:hi])
+
+
+@njit(cache=True, nogil=True)
+def _look_up_range(data, n_unique, u_start, u_end, u_key, g_keys, g_store, g_off, known):
+    """``known[j]``: the global index of word ``j`` of a private table, or -1."""
+    mask = g_keys.shape[0] // 2 - 1
+    for j in range(min(n_unique, LOOKUP_AHEAD)):
+        prefetch(g_keys, 2 * (_key_slot(u_key[j]) & mask))
+    for j in range(n_unique):
+        if j + LOOKUP_AHEAD < n_unique:
+            prefetch(g_keys, 2 * (_key_slot(u_key[j + LOOKUP_AHEAD]) & mask))
+        key = u_key[j]
+        s = u_start[j]
+        n = u_end[j] - s
+        i = _key_slot(key) & mask
+        w = -1
+        while True:
+            k = g_keys[2 * i]
+            if k == EMPTY:
+                break
+            if k == key:
+                c = g_keys[2 * i + 1]
+                if key < LONG_KEY or (g_off[c + 1] - g_off[c] == n
+                                      and _same(g_store, g_off[c], data, s, n)):
+                    w = c
+                    break
+            i = (i + 1) & mask
+        known[j] = w
+
+
 @njit(cache=True, nogil=True)
 def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
                       window_bytes, stream_bytes, chunk_bytes, block_words, u_start, u_end,
-                      u_count, u_first, u_key, first_index, g_keys, g_store, g_store_len, g_off,
-                      g_count, g_first, g_wkey, g_n, budget):
+                      u_count, u_first, u_key, known, first_index, g_keys, g_store, g_store_len,
+                      g_off, g_count, g_first, g_wkey, g_n, budget):
     """Add the private tables of ``count_text_blocks`` to the global table, in block order
     (a word's first occurrence is in the earliest block that has it); a block whose table
     filled up counts the rest of its range here, a table at a time, before the next block
@@ -612,6 +772,9 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
         As given to ``count_text_blocks``.
     bounds, done, u_start, u_end, u_count, u_first, u_key
         Its results (``block_words`` as given to it).
+    known : int64[n_blocks * block_words] or int64[0]
+        ``look_up_blocks``' result on the same tables and global table, or empty (every
+        word is probed here).
     first_index, g_keys ... g_n
         As ``count_batch``.
     budget : int64[3]
@@ -630,13 +793,15 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
         lo = b * block_words
         hi = lo + block_words
         n_unique, n, d, pos = done[b, 0], done[b, 1], done[b, 2], done[b, 3]
+        block_known = known[lo:hi] if known.shape[0] > 0 else known
         while True:
             (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey,
              g_n) = _merge_range(data, n_unique, u_start[lo:hi], u_end[lo:hi],
-                                 u_count[lo:hi], u_first[lo:hi], u_key[lo:hi],
+                                 u_count[lo:hi], u_first[lo:hi], u_key[lo:hi], block_known,
                                  first_index + n_pieces, g_keys, g_store, g_store_len, g_off,
                                  g_count, g_first, g_wkey, g_n, budget)
             n_pieces += n
+            block_known = known[:0]  # a further round's words were not looked up
             if budget[2] > 0:
                 return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
             if pos >= bounds[b + 1]:

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, same_units, table_capacity
-#: kernel cache stamp: b92a60f1177527321079cb097f3448ee12dc2b44237b6e1067e27ddab7d4e58a
+#: kernel cache stamp: 9797f32467eee6e7c080a42c9ee132c01d4b3e5ff58197ee6a463bb6fcfba72c
 
 
 @njit(cache=True, nogil=True)
