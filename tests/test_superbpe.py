@@ -384,6 +384,35 @@ def test_distinct_segments_table_grows():
     assert first.tolist() == list(range(len(words) + 1))
 
 
+def test_distinct_segments_grow_inside_words():
+    """Words cut into many segments, thousands of them distinct: the slots and the segment
+    arrays grow while a word is half done (the kernel resumes at the segment that needed
+    the room), and every segment keeps its number."""
+    from fastbpe_nb.kernels.pair_cut import distinct_segments
+
+    rng = np.random.default_rng(11)
+    table = rng.random((256, 256)) < 0.7  # about one cut in three adjacencies
+    words = [bytes(rng.integers(97, 123, rng.integers(0, 60)).tolist()) for _ in range(3000)]
+    segments, word_first = [], [0]
+    for w in words:
+        start = 0
+        for i in range(1, len(w) + 1):
+            if i == len(w) or not table[w[i - 1], w[i]]:
+                segments.append(w[start:i])
+                start = i
+        word_first.append(len(segments))
+    number = {}
+    for seg in segments:
+        number.setdefault(seg, len(number))
+    assert len(number) > 5000  # past the first 1024 segments and 4096 slots
+    raw = b"".join(words)
+    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
+    ids, first, d_start, d_end = distinct_segments(np.frombuffer(raw, np.uint8), offsets, table)
+    assert ids.tolist() == [number[seg] for seg in segments]
+    assert first.tolist() == word_first
+    assert [raw[a:b] for a, b in zip(d_start, d_end)] == list(number)
+
+
 def _superbpe_in_child(docs, halves_min_words=None):
     from fastbpe_nb import superbpe
 

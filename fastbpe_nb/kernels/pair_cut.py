@@ -12,12 +12,12 @@ pieces repeat, and identical pieces are one row with their counts added.
 import numpy as np
 from numba import njit
 
-from .count import LONG_KEY, _doubled_slots, _key_slot, _piece_key
-from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, same_units, table_capacity
+from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
+from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
 #: kernel cache stamp: 9797f32467eee6e7c080a42c9ee132c01d4b3e5ff58197ee6a463bb6fcfba72c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _slot(table, key):
     """Slot of ``key`` in an interleaved table (key at ``2 i``, count at ``2 i + 1``), or
     the empty slot where it belongs."""
@@ -73,12 +73,40 @@ def adjacent_pair_counts(symbols, offsets, counts):
     table = np.full(2 * table_capacity(max(1, min(n_pairs // 4, 1 << 18))), EMPTY,
                     dtype=np.int64)
     table[1::2] = 0
-    used = 0
-    for w in range(n_words):
-        c = counts[w]
-        for i in range(offsets[w] + 1, offsets[w + 1]):
-            table, used = _added(table, pair_key(symbols[i - 1], symbols[i]), c, used)
+    state = np.zeros(3, dtype=np.int64)  # where the count stopped, and the keys held
+    if n_words > 0:
+        state[1] = offsets[0] + 1
+    while not _pairs_counted(table, symbols, offsets, counts, state):
+        table = _grown(table)
     return table
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pairs_counted(table, symbols, offsets, counts, state):
+    """Count the pairs of ``adjacent_pair_counts`` from word ``state[0]``, symbol
+    ``state[1]`` on (``state[2]``: keys in the table) into ``table`` until done (True) or
+    until a new key would fill it over half (False, ``state`` at that pair: the caller
+    grows the table and calls again). Never allocates, and the table is never reassigned
+    here: a loop that reassigned it at every pair paid an atomic reference count per pair
+    (compiled without reference counting)."""
+    n_words = offsets.shape[0] - 1
+    used = state[2]
+    i = state[1]
+    for w in range(state[0], n_words):
+        c = counts[w]
+        i = max(i, offsets[w] + 1)
+        while i < offsets[w + 1]:
+            key = pair_key(symbols[i - 1], symbols[i])
+            j = _slot(table, key)
+            if table[2 * j] == EMPTY:
+                if 4 * (used + 1) > table.shape[0]:  # over half of the slots
+                    state[0], state[1], state[2] = w, i, used
+                    return False
+                table[2 * j] = key
+                used += 1
+            table[2 * j + 1] += c
+            i += 1
+    return True
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -224,17 +252,46 @@ def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, t
     offsets index an int32 array of words). Counts kept beside the rows cost a second
     cache miss per repeated piece. At most half full.
     """
+    # (word, piece start or -1 at a word's start, cut point, rows, symbols used)
+    state = np.array([0, -1, 0, n_rows, at], dtype=np.int64)
+    while not _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table,
+                               theta, state):
+        n_rows, at, n = state[3], state[4], state[2] - state[1]
+        if 2 * (n_rows + 1) > slots.shape[0] // 4:
+            slots = _doubled_row_slots(slots)
+        if at + n > rows.shape[0]:
+            rows = grow(rows, at + n)
+        if n_rows + 2 > row_offsets.shape[0]:
+            row_offsets = grow(row_offsets, n_rows + 2)
+    return rows, row_offsets, slots, state[3], state[4]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, theta, state):
+    """``rows_added``'s pass from where ``state`` says until done (True) or until a new row
+    needs room that the arrays lack (False, ``state`` at that piece: the caller grows them
+    and calls again). Never allocates, and no array is reassigned here: a loop that
+    reassigned them paid atomic reference counts per piece (compiled without them)."""
     n_slots = slots.shape[0] // 4
+    mask = n_slots - 1
     n_words = offsets.shape[0] - 1
-    for w in range(n_words):
+    n_rows = state[3]
+    at = state[4]
+    w0 = state[0]
+    for w in range(w0, n_words):
         a = offsets[w]
         b = offsets[w + 1]
         c = counts[w]
         start = a
-        for i in range(a + 1, b + 1):
+        i = a + 1
+        if w == w0 and state[1] >= 0:  # resumed inside the word, at a cut
+            start = state[1]
+            i = state[2]
+        while i <= b:
             if i < b and (theta <= 0 or table[2 * _slot(table, pair_key(symbols[i - 1],
                                                                         symbols[i])) + 1]
                           >= theta):
+                i += 1
                 continue
             n = i - start
             if n >= 2:
@@ -242,30 +299,22 @@ def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, t
                     h = pair_key(symbols[start], symbols[start + 1])
                 else:
                     h = _symbols_hash(symbols, start, i)
-                mask = n_slots - 1
                 j = _mix(h) & mask
                 while True:
                     k = slots[4 * j]
                     if k == EMPTY:
                         break
                     if k == h and (slots[4 * j + 3] & 0x7FFFFFFF) == n and (
-                            n == 2 or same_units(rows, slots[4 * j + 2], symbols, start, n)):
+                            n == 2 or _same(rows, slots[4 * j + 2], symbols, start, n)):
                         break
                     j = (j + 1) & mask
                 if k != EMPTY:
                     slots[4 * j + 1] += c
+                elif (2 * (n_rows + 1) > n_slots or at + n > rows.shape[0]
+                      or n_rows + 2 > row_offsets.shape[0]):
+                    state[0], state[1], state[2], state[3], state[4] = w, start, i, n_rows, at
+                    return False
                 else:
-                    if 2 * (n_rows + 1) > n_slots:
-                        slots = _doubled_row_slots(slots)
-                        n_slots = slots.shape[0] // 4
-                        mask = n_slots - 1
-                        j = _mix(h) & mask
-                        while slots[4 * j] != EMPTY:
-                            j = (j + 1) & mask
-                    if at + n > rows.shape[0]:
-                        rows = grow(rows, at + n)
-                    if n_rows + 2 > row_offsets.shape[0]:
-                        row_offsets = grow(row_offsets, n_rows + 2)
                     for t in range(n):
                         rows[at + t] = symbols[start + t]
                     slots[4 * j] = h
@@ -276,7 +325,10 @@ def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, t
                     n_rows += 1
                     row_offsets[n_rows] = at
             start = i
-    return rows, row_offsets, slots, n_rows, at
+            i += 1
+    state[3] = n_rows
+    state[4] = at
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -395,6 +447,65 @@ def gather_ranges(data, starts, ends):
     return offsets, out
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _segments_until_full(data, offsets, joinable, segment_ids, word_first, d_start, d_end,
+                         slots, state):
+    """``distinct_segments``' pass from where ``state`` says until done (True) or until a
+    new segment needs room that the slots or ``d_start``/``d_end`` lack (False, ``state``
+    at that segment: the caller grows them and calls again). Never allocates, and no
+    array is reassigned here (compiled without reference counting, see ``rows_added``)."""
+    n_words = offsets.shape[0] - 1
+    n_slots = slots.shape[0] // 2
+    mask = n_slots - 1
+    m = state[3]
+    n_distinct = state[4]
+    w0 = state[0]
+    for w in range(w0, n_words):
+        a = offsets[w]
+        b = offsets[w + 1]
+        s = a
+        i = a + 1
+        if w == w0 and state[1] >= 0:  # resumed inside the word, at a cut
+            s = state[1]
+            i = state[2]
+        else:
+            word_first[w] = m
+        while i <= b:
+            if i < b and joinable[data[i - 1], data[i]]:
+                i += 1
+                continue
+            key = _piece_key(data, s, i)
+            j = _key_slot(key) & mask
+            while True:
+                k = slots[2 * j]
+                if k == key:
+                    u = slots[2 * j + 1] >> 32
+                    if key < LONG_KEY or (d_end[u] - d_start[u] == i - s
+                                          and _same(data, d_start[u], data, s, i - s)):
+                        break
+                elif k == EMPTY:
+                    if 2 * (n_distinct + 1) > n_slots or n_distinct == d_start.shape[0]:
+                        state[0], state[1], state[2], state[3], state[4] = (w, s, i, m,
+                                                                            n_distinct)
+                        return False
+                    u = n_distinct
+                    d_start[u] = s
+                    d_end[u] = i
+                    slots[2 * j] = key
+                    slots[2 * j + 1] = np.int64(u) << 32
+                    n_distinct += 1
+                    break
+                j = (j + 1) & mask
+            segment_ids[m] = u
+            m += 1
+            s = i
+            i += 1
+    state[0] = n_words
+    state[3] = m
+    state[4] = n_distinct
+    return True
+
+
 @njit(cache=True, nogil=True)
 def distinct_segments(data, offsets, joinable):
     """Words of bytes cut between two bytes that no token holds side by side, and their
@@ -432,43 +543,18 @@ def distinct_segments(data, offsets, joinable):
     n_slots = 1 << 12
     slots = np.full(2 * n_slots, EMPTY, dtype=np.int64)
     no_words = np.empty(0, dtype=np.int64)
-    m = 0
-    for w in range(n_words):
-        a = offsets[w]
-        b = offsets[w + 1]
-        word_first[w] = m
-        s = a
-        for i in range(a + 1, b + 1):
-            if i < b and joinable[data[i - 1], data[i]]:
-                continue
-            key = _piece_key(data, s, i)
-            h = _key_slot(key)
-            mask = n_slots - 1
-            j = h & mask
-            while True:
-                k = slots[2 * j]
-                if k == key:
-                    u = slots[2 * j + 1] >> 32
-                    if key < LONG_KEY or (d_end[u] - d_start[u] == i - s
-                                          and same_units(data, d_start[u], data, s, i - s)):
-                        break
-                elif k == EMPTY:
-                    if 2 * (n_distinct + 1) > n_slots:
-                        slots, n_slots, j = _doubled_slots(slots, n_slots, no_words, h)
-                    if n_distinct == d_start.shape[0]:
-                        d_start = grow(d_start, n_distinct + 1)
-                        d_end = grow(d_end, n_distinct + 1)
-                    u = n_distinct
-                    d_start[u] = s
-                    d_end[u] = i
-                    slots[2 * j] = key
-                    slots[2 * j + 1] = np.int64(u) << 32
-                    n_distinct += 1
-                    break
-                j = (j + 1) & mask
-            segment_ids[m] = u
-            m += 1
-            s = i
+    # (word, segment start or -1 at a word's start, cut point, segments, distinct ones)
+    state = np.array([0, -1, 0, 0, 0], dtype=np.int64)
+    while not _segments_until_full(data, offsets, joinable, segment_ids, word_first, d_start,
+                                   d_end, slots, state):
+        if 2 * (state[4] + 1) > n_slots:
+            n_slots *= 2
+            slots = _rehash_slots(slots, n_slots, no_words)
+        if state[4] == d_start.shape[0]:
+            d_start = grow(d_start, state[4] + 1)
+            d_end = grow(d_end, state[4] + 1)
+    m = state[3]
+    n_distinct = state[4]
     word_first[n_words] = m
     return (segment_ids[:m].copy(), word_first, d_start[:n_distinct].copy(),
             d_end[:n_distinct].copy())
