@@ -339,11 +339,17 @@ def test_distinct_segments(words, joinable):
     """Words cut between bytes no token holds side by side; segments numbered in order of
     first appearance. Bytes 0..2 (pairs repeat), segments of 1 to 12 bytes (short keys are
     exact, 8+ bytes are compared; the last ones are keyed a byte at a time)."""
-    from fastbpe_nb.kernels.pair_cut import distinct_segments
-
     words = [bytes(b % 3 for b in w) for w in words]
     table = np.zeros((256, 256), dtype=bool)
     table[:3, :3] = np.array(joinable).reshape(3, 3)
+    _check_distinct_segments(words, table)
+
+
+def _check_distinct_segments(words, table):
+    """The kernel's segments, numbers and first appearances against cutting by hand;
+    returns the number of distinct segments."""
+    from fastbpe_nb.kernels.pair_cut import distinct_segments
+
     segments, word_first = [], [0]
     for w in words:
         start = 0
@@ -362,6 +368,7 @@ def test_distinct_segments(words, joinable):
     assert ids.tolist() == [number[seg] for seg in segments]
     assert first.tolist() == word_first
     assert [raw[a:b] for a, b in zip(d_start, d_end)] == list(number)
+    return len(number)
 
 
 def test_distinct_segments_table_grows():
@@ -388,29 +395,11 @@ def test_distinct_segments_grow_inside_words():
     """Words cut into many segments, thousands of them distinct: the slots and the segment
     arrays grow while a word is half done (the kernel resumes at the segment that needed
     the room), and every segment keeps its number."""
-    from fastbpe_nb.kernels.pair_cut import distinct_segments
-
     rng = np.random.default_rng(11)
     table = rng.random((256, 256)) < 0.7  # about one cut in three adjacencies
     words = [bytes(rng.integers(97, 123, rng.integers(0, 60)).tolist()) for _ in range(3000)]
-    segments, word_first = [], [0]
-    for w in words:
-        start = 0
-        for i in range(1, len(w) + 1):
-            if i == len(w) or not table[w[i - 1], w[i]]:
-                segments.append(w[start:i])
-                start = i
-        word_first.append(len(segments))
-    number = {}
-    for seg in segments:
-        number.setdefault(seg, len(number))
-    assert len(number) > 5000  # past the first 1024 segments and 4096 slots
-    raw = b"".join(words)
-    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
-    ids, first, d_start, d_end = distinct_segments(np.frombuffer(raw, np.uint8), offsets, table)
-    assert ids.tolist() == [number[seg] for seg in segments]
-    assert first.tolist() == word_first
-    assert [raw[a:b] for a, b in zip(d_start, d_end)] == list(number)
+    # Past the first 1024 segments and 4096 slots.
+    assert _check_distinct_segments(words, table) > 5000
 
 
 def _superbpe_in_child(docs, halves_min_words=None):
