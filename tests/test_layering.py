@@ -62,6 +62,14 @@ KERNEL_CONSTANTS = {
         # Characters kept at each end of a shortened stretch: the patterns' longest
         # look-ahead (correctness, not speed; see _first_piece_shortened).
         "KEEP_CHARS",
+        # The gpt2 automaton: its classes, states, action bits and the layout of
+        # scanner_tables (what the pattern is, not tuning).
+        "G2_LETTER", "G2_STMD", "G2_RV", "G2_E", "G2_L", "G2_NUMBER", "G2_SPACE", "G2_WS",
+        "G2_APOSTROPHE", "G2_OTHER", "G2_END", "G2_N_CLASSES",
+        "G2_START", "G2_LETTERS", "G2_NUMBERS", "G2_OTHERS", "G2_ONE_SPACE", "G2_ONE_WS",
+        "G2_WS_SPACE", "G2_WS_OTHER", "G2_QUOTE", "G2_QUOTE_RV", "G2_QUOTE_L",
+        "G2_CONTRACTION", "G2_N_STATES", "END_BEFORE_PREVIOUS", "END_BEFORE_THIS",
+        "G2_ASCII_AT", "G2_STEP_AT", "SCANNER_TABLES_SIZE",
     )),
     # The empty-slot marker of the open-addressing tables, and the seed that defines their
     # hash function: tables built by one kernel are probed by another.
@@ -545,6 +553,31 @@ def find_kernel_globals(root: Path) -> list[str]:
     return _by_place(found)
 
 
+def find_recursive_kernels(root: Path) -> list[str]:
+    """(i) njit functions of a kernel module that reach themselves through calls to the
+    module's own functions: Numba compiles recursion, but a process that loads such a
+    function from its cache crashed (a segmentation fault, numba 0.68.1, the first
+    gpt2 automaton's table builder)."""
+    found = []
+    for module in package_modules(root).values():
+        if not module.in_kernels:
+            continue
+        funcs = {f.name: f for f in kernel_functions(module)}
+        calls = {name: {n.func.id for n in ast.walk(f) if isinstance(n, ast.Call)
+                        and isinstance(n.func, ast.Name) and n.func.id in funcs}
+                 for name, f in funcs.items()}
+        for name, f in funcs.items():
+            seen, todo = set(), list(calls[name])
+            while todo:
+                callee = todo.pop()
+                if callee not in seen:
+                    seen.add(callee)
+                    todo.extend(calls[callee])
+            if name in seen:
+                found.append(f"{module.rel}:{f.lineno} {name} calls itself")
+    return _by_place(found)
+
+
 # ---------------------------------------------------------------------------------------
 # The rules on this repository
 # ---------------------------------------------------------------------------------------
@@ -597,6 +630,11 @@ def test_tokenizer_privates_stay_in_tokenizer_modules():
     found = find_private_tokenizer_use(REPO)
     assert not found, _report(
         f"Tokenizer private names used outside {sorted(TOKENIZER_MODULES)}", found)
+
+
+def test_kernels_are_not_recursive():
+    found = find_recursive_kernels(REPO)
+    assert not found, _report("recursive kernels (write them as loops)", found)
 
 
 def test_kernels_read_no_tunable_globals():
@@ -813,3 +851,28 @@ def test_kernel_globals_catches(tmp_path):
         "fastbpe_nb/kernels/scan.py:18 kernel reads fastbpe_nb.tables:BIT",
     ], found
     # CH_END, the helper function, the alias U32, locals and the Python function are fine.
+
+
+def test_recursive_kernels_catches(tmp_path):
+    root = _package(tmp_path, {"kernels/k.py": """
+        from numba import njit
+
+        @njit(cache=True, nogil=True)
+        def step(s):
+            return helper(s) if s > 0 else 0
+
+        @njit(cache=True, nogil=True)
+        def helper(s):
+            return step(s - 1)
+
+        @njit(cache=True, nogil=True)
+        def loop(s):
+            return helper2(s)
+
+        @njit(cache=True, nogil=True)
+        def helper2(s):
+            return s
+        """})
+    found = find_recursive_kernels(root)
+    assert [line.split(" ", 1)[1] for line in found] == ["step calls itself",
+                                                          "helper calls itself"], found

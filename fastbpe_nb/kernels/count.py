@@ -21,8 +21,8 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
-from .scan import N_SENTINELS, _scan_document, ascii_class_words
-#: kernel cache stamp: e3b43513efcedaa0262ad4db5cf8bc3a210093689611d5473b2b6752d3316083
+from .scan import N_SENTINELS, _scan_document, scanner_tables
+#: kernel cache stamp: db094faa39847bd94fa2ae50a2081e89cde0ab903f67b1b787b97ee31aa3d67a
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -383,7 +383,7 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
 
 
 @njit(cache=True, nogil=True)
-def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, ascii_words,
+def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tables,
                  window_bytes, stream_bytes, chunk_bytes, u_start, u_end, u_count, u_first,
                  u_key):
     """Scan the bytes ``pos .. hi`` (documents from ``d`` on, each cut to the range) and
@@ -421,7 +421,7 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, asci
             pieces[0] = pos
             next_pos, n, pieces, window, words, char_offsets = _scan_document(
                 data, pos, seg_end, pos + chunk_bytes, pattern_id, stage1, stage2,
-                ascii_words, window, stream_bytes, words, char_offsets, pieces, 0)
+                tables, window, stream_bytes, words, char_offsets, pieces, 0)
             for k in range(n):
                 s = pieces[k]
                 e = pieces[k + 1]
@@ -619,11 +619,11 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, window_byte
         The private tables, block ``b``'s at ``b * block_words`` (see ``_count_range``).
     """
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
-    ascii_words = ascii_class_words(stage1, stage2)
+    tables = scanner_tables(stage1, stage2)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in prange(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
-                        ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words,
+                        tables, window_bytes, stream_bytes, chunk_bytes, block_words,
                         u_start, u_end, u_count, u_first, u_key, done)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
 
@@ -634,18 +634,18 @@ def count_text_blocks_serial(data, doc_offsets, pattern_id, stage1, stage2, wind
     """``count_text_blocks`` on the calling thread only (a forked child, see
     ``parallel.py``). Same parameters and results."""
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
-    ascii_words = ascii_class_words(stage1, stage2)
+    tables = scanner_tables(stage1, stage2)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in range(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
-                        ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words,
+                        tables, window_bytes, stream_bytes, chunk_bytes, block_words,
                         u_start, u_end, u_count, u_first, u_key, done)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
 
 
 @njit(cache=True, nogil=True)
 def _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
-                    ascii_words, window_bytes, stream_bytes, chunk_bytes, block_words, u_start,
+                    tables, window_bytes, stream_bytes, chunk_bytes, block_words, u_start,
                     u_end, u_count, u_first, u_key, done):
     """Count block ``b`` into its own slices of the private tables and its row of ``done``
     (no sharing)."""
@@ -653,7 +653,7 @@ def _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1,
     hi = lo + block_words
     done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
         data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1, stage2,
-        ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi], u_end[lo:hi],
+        tables, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi], u_end[lo:hi],
         u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
 
 
@@ -787,7 +787,7 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
     tuple
         ``count_batch``'s results, then the number of pieces counted.
     """
-    ascii_words = ascii_class_words(stage1, stage2)
+    tables = scanner_tables(stage1, stage2)
     n_pieces = 0
     for b in range(done.shape[0]):
         lo = b * block_words
@@ -808,7 +808,7 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
                 break
             n_unique, n, d, pos = _count_range(
                 data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
-                ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+                tables, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
                 u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
 
@@ -860,7 +860,7 @@ def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, wind
     at = 0
     r = 0
     n_pieces = 0
-    ascii_words = ascii_class_words(stage1, stage2)
+    tables = scanner_tables(stage1, stage2)
     for b in range(n_blocks):
         lo = b * block_words
         hi = lo + block_words
@@ -878,7 +878,7 @@ def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, wind
                 break
             n_unique, n, d, pos = _count_range(
                 data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
-                ascii_words, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+                tables, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
                 u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
             # Room for this round's rows besides the later blocks' (rare: a table fills up
             # at ``block_words`` distinct words; capacities double, as for any table).

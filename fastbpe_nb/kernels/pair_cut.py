@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 9797f32467eee6e7c080a42c9ee132c01d4b3e5ff58197ee6a463bb6fcfba72c
+#: kernel cache stamp: 0f435976a3216bbc5d5d791d9721edbab713218fff6e6695cd64223a0d816fda
 
 
 @njit(cache=True, nogil=True, _nrt=False)

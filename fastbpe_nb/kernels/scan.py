@@ -1,6 +1,8 @@
 """Numba pre-tokenizer kernels: exact ``regex.findall`` boundaries for four patterns.
 
-Each document is processed in two passes:
+gpt2's pattern is a small automaton over the characters (:func:`_scan_gpt2`, one pass over
+the bytes, see the comment above it). The other patterns process each document in two
+passes:
 
 1. :func:`decode_document` decodes its UTF-8 once into a per-character
    "class word" array (``uint32``: the ``CLS_*``/``FOLD_*`` bits of
@@ -9,8 +11,8 @@ Each document is processed in two passes:
    ASCII characters the patterns name) and the byte offset of each character.
    Three ``CH_END`` sentinels follow the last character, so runs stop by
    themselves and two characters of lookahead never need a bounds check.
-2. One hand-written matcher per pattern (:func:`pieces_gpt2`,
-   :func:`pieces_cl100k`, :func:`pieces_o200k`, :func:`pieces_superbpe`) walks the class words and
+2. One hand-written matcher per pattern (:func:`pieces_cl100k`, :func:`pieces_o200k`,
+   :func:`pieces_superbpe`) walks the class words and
    reproduces the ``regex`` engine's leftmost-alternative, greedy, possessive
    and backtracking behaviour for that pattern.  Backtracking is never
    re-executed: the forward scan of a run remembers where a backtrack would
@@ -253,30 +255,6 @@ def contraction_length(w0, w1, w2):
 
 
 @njit(cache=True, nogil=True)
-def gpt2_contraction_length(b1, b2):
-    """Length of gpt2's case-sensitive ``'s|'t|'re|'ve|'m|'ll|'d`` after the apostrophe.
-
-    Parameters
-    ----------
-    b1, b2 : int
-        The two bytes after the apostrophe (0 past the document end).  ASCII
-        bytes never occur inside multi-byte sequences, so comparing bytes is exact.
-
-    Returns
-    -------
-    int
-        2 or 3 characters (= bytes), or 0 when there is no contraction.
-    """
-    if b1 == 0x73 or b1 == 0x74 or b1 == 0x6D or b1 == 0x64:  # s t m d
-        return 2
-    if (b1 == 0x72 or b1 == 0x76) and b2 == 0x65:  # re ve
-        return 3
-    if b1 == 0x6C and b2 == 0x6C:  # ll
-        return 3
-    return 0
-
-
-@njit(cache=True, nogil=True)
 def whitespace_lookahead_end(start, run_end, n_chars):
     """End of ``\\s+(?!\\S)`` falling back to ``\\s+`` for a whitespace run.
 
@@ -299,82 +277,10 @@ def whitespace_lookahead_end(start, run_end, n_chars):
     return run_end - 1
 
 
-# The three matchers below track `reach`, the highest character index a piece's
+# The matchers below track `reach`, the highest character index a piece's
 # scan looked at (two chars of lookahead included).  In a truncated window a
 # piece that looked at the sentinels (`reach >= n_chars`) is not emitted: the
 # caller re-decodes the document from that piece's start.
-
-
-@njit(cache=True, nogil=True)
-def pieces_gpt2(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
-    """Append the gpt2 piece ends of one decoded window.
-
-    ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
-
-    Parameters
-    ----------
-    data : numpy.ndarray
-        ``uint8[n_bytes]`` UTF-8 bytes (for the case-sensitive contractions).
-    words : numpy.ndarray
-        ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
-    char_offsets : numpy.ndarray
-        ``int64[>= n_chars + 1]`` from :func:`decode_document`.
-    n_chars : int
-        Number of decoded characters.
-    truncated : bool
-        Whether the document continues after the decoded characters.
-    piece_offsets : numpy.ndarray
-        ``int64[capacity]`` output; piece ends go to ``piece_offsets[n_pieces + 1:]``.
-    n_pieces : int
-        Pieces written so far.
-
-    Returns
-    -------
-    n_pieces : int
-        Updated piece count.
-    n_consumed : int
-        Characters covered by the emitted pieces (``n_chars`` unless truncated).
-    """
-    i = 0
-    while i < n_chars:
-        w = words[i]
-        j = i
-        reach = i + 2
-        if (w & CH_APOSTROPHE) != 0:
-            p = char_offsets[i]
-            b1 = np.int64(data[p + 1]) if i + 1 < n_chars else 0
-            b2 = np.int64(data[p + 2]) if i + 2 < n_chars else 0
-            j = i + gpt2_contraction_length(b1, b2)
-        if j == i:
-            # A leading literal space glues onto a following letter, number
-            # or "other" run (` ?` tries the space first).
-            lead = i
-            if (w & CH_SPACE) != 0 and (words[i + 1] & (CLS_WS | CH_END)) == 0:
-                lead = i + 1
-            w = words[lead]
-            j = lead + 1
-            if (w & CLS_L) != 0:
-                while (words[j] & CLS_L) != 0:
-                    j += 1
-            elif (w & CLS_N) != 0:
-                while (words[j] & CLS_N) != 0:
-                    j += 1
-            elif (w & _NOT_OTHER) == 0:
-                while (words[j] & _NOT_OTHER) == 0:
-                    j += 1
-            else:
-                run_end = i
-                while (words[run_end] & CLS_WS) != 0:
-                    run_end += 1
-                reach = max(reach, run_end)
-                j = whitespace_lookahead_end(i, run_end, n_chars)
-            reach = max(reach, j)
-        if truncated and reach >= n_chars:
-            break
-        n_pieces += 1
-        piece_offsets[n_pieces] = char_offsets[j]
-        i = j
-    return n_pieces, i
 
 
 @njit(cache=True, nogil=True)
@@ -387,7 +293,7 @@ def pieces_cl100k(data, words, char_offsets, n_chars, truncated, piece_offsets, 
     Parameters
     ----------
     data : numpy.ndarray
-        ``uint8[n_bytes]`` UTF-8 bytes (unused; same signature as :func:`pieces_gpt2`).
+        ``uint8[n_bytes]`` UTF-8 bytes (unused; the matchers share one signature).
     words : numpy.ndarray
         ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
     char_offsets : numpy.ndarray
@@ -474,7 +380,7 @@ def pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n
     Parameters
     ----------
     data : numpy.ndarray
-        ``uint8[n_bytes]`` UTF-8 bytes (unused; same signature as :func:`pieces_gpt2`).
+        ``uint8[n_bytes]`` UTF-8 bytes (unused; the matchers share one signature).
     words : numpy.ndarray
         ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
     char_offsets : numpy.ndarray
@@ -651,7 +557,7 @@ def pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets
 
     ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]{2,}[\\r\\n/]*| +(?!\\S)|[\\r\\n]+|gap``, the gap being
     ``(?:(?!<the first four>)[\\s\\S])+`` (``pretokenize.SUPERBPE_PATTERN``). Same
-    parameters and results as :func:`pieces_gpt2`; a piece is emitted only when the window
+    parameters and results as :func:`pieces_cl100k`; a piece is emitted only when the window
     holds the two characters after its end, which is as far as
     :func:`superbpe_piece_end` looks.
     """
@@ -664,6 +570,262 @@ def pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets
         piece_offsets[n_pieces] = char_offsets[j]
         i = j
     return n_pieces, i
+
+
+# ---------------------------------------------------------------------------------------
+# gpt2 as a table-driven automaton over the bytes
+# ---------------------------------------------------------------------------------------
+# The matchers above branch on every piece's first character and on every run's end: on
+# real text those branches are unpredictable, and the mispredictions cost more than the
+# characters (a 5 MB file of kernel sources scanned at 150 MB/s, 290 MB/s on the same
+# pieces in a repeating order). gpt2's pattern needs no unbounded backtracking, so it is
+# also a small automaton: per character, one table load gives the next state and whether
+# a piece ends before this character and/or before the previous one (``\s+(?!\S)`` gives
+# a run's last whitespace character to the next piece). The ends are stored without a
+# branch, and the bytes are read directly: no window, no per-character buffers, pieces of
+# any length in constant memory.
+
+# Character classes of the gpt2 automaton (gpt2's contractions are case-sensitive ASCII).
+G2_LETTER = 0  # \p{L} not below
+G2_STMD = 1  # s t m d: a whole contraction after '
+G2_RV = 2  # r v: 're 've need an e
+G2_E = 3
+G2_L = 4  # l: 'll needs another
+G2_NUMBER = 5
+G2_SPACE = 6  # U+0020 only (` ?` is a literal space)
+G2_WS = 7  # any other \s
+G2_APOSTROPHE = 8
+G2_OTHER = 9
+G2_END = 10  # not a character: the end of the document
+G2_N_CLASSES = 11
+# States: what the piece read so far is (START only before a document's first character).
+G2_START = 0
+G2_LETTERS = 1  # ` ?\p{L}+`
+G2_NUMBERS = 2  # ` ?\p{N}+`
+G2_OTHERS = 3  # ` ?[^\s\p{L}\p{N}]+`
+G2_ONE_SPACE = 4  # a space that may still prefix a run
+G2_ONE_WS = 5  # one other whitespace character
+G2_WS_SPACE = 6  # 2+ whitespace characters, the last a space
+G2_WS_OTHER = 7  # 2+ whitespace characters, the last not a space
+G2_QUOTE = 8  # ' (a contraction may follow)
+G2_QUOTE_RV = 9  # 'r or 'v
+G2_QUOTE_L = 10  # 'l
+G2_CONTRACTION = 11  # a whole contraction
+G2_N_STATES = 12
+# Action word: row << 2 | END_BEFORE_PREVIOUS | END_BEFORE_THIS, where ``row`` is where
+# the next state's actions start in ``scanner_tables`` (``G2_STEP_AT + state *
+# G2_N_CLASSES``): the next action is at ``row + class``, with no multiply on the chain
+# of dependent loads that sets the scanner's speed. (Storing each action 4 times, at
+# ``row + 4 * class + flags``, to save the shift measured 15% slower.)
+END_BEFORE_PREVIOUS = 1
+END_BEFORE_THIS = 2
+#: Layout of ``scanner_tables``: ASCII class words, then gpt2's class of each ASCII byte
+#: and its action words.
+G2_ASCII_AT = 128
+G2_STEP_AT = 256
+SCANNER_TABLES_SIZE = G2_STEP_AT + G2_N_STATES * G2_N_CLASSES
+
+
+@njit(cache=True, nogil=True)
+def _gpt2_first(c):
+    """gpt2 state after the first character (class ``c``) of a piece."""
+    if c <= G2_L:
+        return G2_LETTERS
+    if c == G2_NUMBER:
+        return G2_NUMBERS
+    if c == G2_SPACE:
+        return G2_ONE_SPACE
+    if c == G2_WS:
+        return G2_ONE_WS
+    if c == G2_APOSTROPHE:
+        return G2_QUOTE
+    return G2_OTHERS
+
+
+@njit(cache=True, nogil=True)
+def _gpt2_grow(s, c):
+    """gpt2 state after the piece in state ``s`` takes a character of class ``c``, or -1
+    when it cannot take it (and ends before it)."""
+    letter = c <= G2_L
+    space = c == G2_SPACE or c == G2_WS
+    other = c == G2_OTHER or c == G2_APOSTROPHE
+    if s == G2_START:
+        return _gpt2_first(c)
+    if s == G2_LETTERS and letter:
+        return G2_LETTERS
+    if s == G2_NUMBERS and c == G2_NUMBER:
+        return G2_NUMBERS
+    if s == G2_OTHERS and other:
+        return G2_OTHERS
+    if s == G2_ONE_SPACE and not space:
+        # ` ?X+` takes a space before any run.
+        if letter:
+            return G2_LETTERS
+        return G2_NUMBERS if c == G2_NUMBER else G2_OTHERS
+    if s >= G2_ONE_SPACE and s <= G2_WS_OTHER and space:
+        return G2_WS_SPACE if c == G2_SPACE else G2_WS_OTHER
+    if s == G2_QUOTE:
+        if c == G2_STMD:
+            return G2_CONTRACTION
+        if c == G2_RV:
+            return G2_QUOTE_RV
+        if c == G2_L:
+            return G2_QUOTE_L
+        if other:
+            return G2_OTHERS
+    if (s == G2_QUOTE_RV and c == G2_E) or (s == G2_QUOTE_L and c == G2_L):
+        return G2_CONTRACTION
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _gpt2_step(s, c):
+    """gpt2's action word for a character of class ``c`` read in state ``s``.
+
+    ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``:
+    the alternatives are tried in order at a piece's start; once one is chosen, the
+    piece grows until a character it cannot take, and the new piece starts there. Not
+    recursive (Numba's cache does not reload recursive functions safely).
+    """
+    if c == G2_END:
+        if s == G2_START:
+            return 0
+        if s == G2_QUOTE_RV or s == G2_QUOTE_L:
+            return END_BEFORE_PREVIOUS | END_BEFORE_THIS  # ' and then the letter
+        return END_BEFORE_THIS  # `\s+(?!\S)` takes a whole run at the end
+    ends = 0
+    if _gpt2_grow(s, c) < 0:
+        if s == G2_WS_SPACE:
+            # `\s+(?!\S)` leaves the run's last space to prefix what follows ...
+            ends, s = END_BEFORE_PREVIOUS, G2_ONE_SPACE
+        elif s == G2_WS_OTHER:
+            # ... and its last other whitespace character alone (`\s+`).
+            ends, s = END_BEFORE_PREVIOUS, G2_ONE_WS
+        elif s == G2_QUOTE_RV or s == G2_QUOTE_L:
+            # No contraction: ' is a piece of its own and the letter starts a run.
+            ends, s = END_BEFORE_PREVIOUS, G2_LETTERS
+    grow = _gpt2_grow(s, c)
+    if grow < 0:
+        ends |= END_BEFORE_THIS
+        grow = _gpt2_first(c)
+    return ends | ((G2_STEP_AT + grow * G2_N_CLASSES) << 2)
+
+
+@njit(cache=True, nogil=True)
+def scanner_tables(stage1, stage2):
+    """The scanner's small tables, built once per kernel call.
+
+    Parameters
+    ----------
+    stage1, stage2 : numpy.ndarray
+        ``uint16`` Unicode class tables (see :func:`ascii_class_words`).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint32[SCANNER_TABLES_SIZE]``: ``[:128]`` the ASCII class words (what
+        :func:`decode_document` takes as ``ascii_words``), ``[G2_ASCII_AT:][:128]`` the
+        gpt2 class of each ASCII byte, ``[G2_STEP_AT:]`` gpt2's action words
+        (``state * G2_N_CLASSES + class``, class ``G2_END`` at the document's end).
+    """
+    tables = np.zeros(SCANNER_TABLES_SIZE, dtype=np.uint32)
+    tables[:128] = ascii_class_words(stage1, stage2)
+    for b in range(128):
+        tables[G2_ASCII_AT + b] = _gpt2_class(tables[b])
+    for b in (0x73, 0x74, 0x6D, 0x64):  # s t m d
+        tables[G2_ASCII_AT + b] = G2_STMD
+    tables[G2_ASCII_AT + 0x72] = G2_RV
+    tables[G2_ASCII_AT + 0x76] = G2_RV
+    tables[G2_ASCII_AT + 0x65] = G2_E
+    tables[G2_ASCII_AT + 0x6C] = G2_L
+    tables[G2_ASCII_AT + 0x20] = G2_SPACE
+    tables[G2_ASCII_AT + 0x27] = G2_APOSTROPHE
+    for s in range(G2_N_STATES):
+        for c in range(G2_N_CLASSES):
+            tables[G2_STEP_AT + s * G2_N_CLASSES + c] = _gpt2_step(s, c)
+    return tables
+
+
+@njit(cache=True, nogil=True)
+def _gpt2_class(word):
+    """gpt2 class of a character from its class word (the contraction letters aside)."""
+    if (word & CLS_L) != 0:
+        return G2_LETTER
+    if (word & CLS_N) != 0:
+        return G2_NUMBER
+    if (word & CLS_WS) != 0:
+        return G2_WS
+    return G2_OTHER
+
+
+@njit(cache=True, nogil=True)
+def _scan_gpt2(data, pos, end, limit, tables, stage1, stage2, piece_offsets, n_pieces):
+    """gpt2's pieces of the document ``data[:end]`` from ``pos`` (a piece start), by the
+    automaton of :func:`scanner_tables`, until a piece ends at or after ``limit`` (or the
+    document does).
+
+    Returns ``(pos, n_pieces, piece_offsets)`` as :func:`_scan_document` does: the end of
+    the last piece emitted, the count, and the buffer (grown if it had to be). Characters
+    read past the last piece's end are read again by the next call, from ``START``.
+    """
+    n_first = n_pieces
+    first = pos
+    # Unsigned, so that Numba adds no negative-index fix-up to the chain of loads.
+    row = np.uint64(G2_STEP_AT + G2_START * G2_N_CLASSES)
+    prev = pos  # where the previous character starts
+    stop = min(end, max(limit, pos + 1))
+    step = 256
+    while True:
+        # A piece holds a byte, so the ends fit in stop - first slots after n_first; the
+        # branch-free stores write one slot past the count, never past that.
+        if n_first + 1 + (stop - first) > piece_offsets.shape[0]:
+            grown = np.empty(max(2 * piece_offsets.shape[0], n_first + 1 + (stop - first)),
+                             dtype=np.int64)
+            grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
+            piece_offsets = grown
+        # The loop counts in unsigned integers: Numba then adds no negative-index fix-ups,
+        # which were a third of its instructions.
+        one = np.uint64(1)
+        u_pos, u_stop, u_prev, u_n = np.uint64(pos), np.uint64(stop), np.uint64(prev), \
+            np.uint64(n_pieces)
+        while u_pos < u_stop:
+            b0 = np.uint64(data[u_pos])
+            n_bytes = one
+            if b0 < 0x80:
+                c = np.uint64(tables[np.uint64(G2_ASCII_AT) + b0])
+            else:
+                p = np.int64(u_pos)
+                b1 = np.int64(data[p + 1]) if p + 1 < end else 0
+                b2 = np.int64(data[p + 2]) if p + 2 < end else 0
+                b3 = np.int64(data[p + 3]) if p + 3 < end else 0
+                code_point, n_char_bytes = decode_multibyte(np.int64(b0), b1, b2, b3)
+                n_bytes = np.uint64(n_char_bytes)
+                c = np.uint64(G2_OTHER)
+                if code_point >= 0:
+                    block = np.int64(stage1[code_point >> 8])
+                    c = np.uint64(_gpt2_class(stage2[block * 256 + (code_point & 0xFF)]))
+            act = np.uint64(tables[row + c])
+            # Branch-free: write both candidates, count the ones the action asks for.
+            piece_offsets[u_n + one] = u_prev
+            u_n += act & one
+            piece_offsets[u_n + one] = u_pos
+            u_n += (act >> one) & one
+            row = act >> np.uint64(2)
+            u_prev = u_pos
+            u_pos += n_bytes
+        pos, prev, n_pieces = np.int64(u_pos), np.int64(u_prev), np.int64(u_n)
+        if pos >= end:
+            act = np.uint64(tables[row + np.uint64(G2_END)])
+            piece_offsets[n_pieces + 1] = prev
+            n_pieces += np.int64(act & np.uint64(END_BEFORE_PREVIOUS))
+            piece_offsets[n_pieces + 1] = end
+            n_pieces += np.int64((act >> np.uint64(1)) & np.uint64(1))
+            return end, n_pieces, piece_offsets
+        if n_pieces > n_first and piece_offsets[n_pieces] >= limit:
+            return piece_offsets[n_pieces], n_pieces, piece_offsets
+        # No piece ended at or after limit yet: read on, further each time (a long run).
+        stop = min(end, pos + step)
+        step *= 2
 
 
 @njit(cache=True, nogil=True)
@@ -723,13 +885,13 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
     window = window_bytes
     words = np.empty(window + N_SENTINELS, dtype=np.uint32)
     char_offsets = np.empty(window + 1, dtype=np.int64)
-    ascii_words = ascii_class_words(stage1, stage2)
+    tables = scanner_tables(stage1, stage2)
     n_pieces = 0
     for d in range(n_docs):
         doc_piece_offsets[d] = n_pieces
         end = doc_offsets[d + 1]
         _, n_pieces, piece_offsets, window, words, char_offsets = _scan_document(
-            data, doc_offsets[d], end, end, pattern_id, stage1, stage2, ascii_words, window,
+            data, doc_offsets[d], end, end, pattern_id, stage1, stage2, tables, window,
             stream_bytes, words, char_offsets, piece_offsets, n_pieces
         )
     doc_piece_offsets[n_docs] = n_pieces
@@ -760,7 +922,7 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
     regions = np.empty(doc_offsets[n_docs] - base + n_blocks, dtype=np.int64)
     doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     counts = np.zeros(n_blocks, dtype=np.int64)
-    ascii_words = ascii_class_words(stage1, stage2)
+    tables = scanner_tables(stage1, stage2)
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
@@ -776,7 +938,7 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
             doc_piece_offsets[d] = n_pieces  # block-local; made global below
             end = doc_offsets[d + 1]
             _, n_pieces, pieces, window, words, char_offsets = _scan_document(
-                data, doc_offsets[d], end, end, pattern_id, stage1, stage2, ascii_words, window,
+                data, doc_offsets[d], end, end, pattern_id, stage1, stage2, tables, window,
                 stream_bytes, words, char_offsets, pieces, n_pieces
             )
         # _scan_document never grows a region (n_pieces <= bytes scanned): if it ever did,
@@ -802,7 +964,7 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
 
 
 @njit(cache=True, nogil=True)
-def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_words, window,
+def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, window,
                    stream_bytes, words, char_offsets, piece_offsets, n_pieces):
     """Emit the pieces of the document ``data[:end]`` from ``pos`` (a piece start) until
     ``pos >= limit`` (or the end), one decode window at a time.
@@ -812,6 +974,11 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_word
     window buffers, ``words.shape[0] - N_SENTINELS`` characters) and ``piece_offsets``
     grow when needed and are returned with ``pos``, ``n_pieces`` and ``window``.
     """
+    if pattern_id == PATTERN_GPT2:
+        if pos < end and pos < limit:
+            pos, n_pieces, piece_offsets = _scan_gpt2(data, pos, end, limit, tables, stage1,
+                                                      stage2, piece_offsets, n_pieces)
+        return pos, n_pieces, piece_offsets, window, words, char_offsets
     capacity = words.shape[0] - N_SENTINELS
     while pos < end and pos < limit:
         stop = min(end, pos + window)
@@ -828,7 +995,7 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_word
             grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
             piece_offsets = grown
         n_chars = decode_document(
-            data, pos, stop, end, stage1, stage2, ascii_words, words, char_offsets
+            data, pos, stop, end, stage1, stage2, tables, words, char_offsets
         )
         truncated = char_offsets[n_chars] < end
         n_pieces, n_consumed = _match(pattern_id, data, words, char_offsets, n_chars, truncated,
@@ -847,7 +1014,7 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_word
             grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
             piece_offsets = grown
         ends_at = _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2,
-                                         ascii_words, window, stream_bytes, words,
+                                         tables, window, stream_bytes, words,
                                          char_offsets, n_chars, piece_offsets, n_pieces)
         if ends_at > pos:
             n_pieces += 1
@@ -863,8 +1030,6 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, ascii_word
 @njit(cache=True, nogil=True)
 def _match(pattern_id, data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
     """The named pattern's matcher on one decoded window: ``(n_pieces, n_consumed)``."""
-    if pattern_id == PATTERN_GPT2:
-        return pieces_gpt2(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces)
     if pattern_id == PATTERN_CL100K:
         return pieces_cl100k(data, words, char_offsets, n_chars, truncated, piece_offsets,
                              n_pieces)
@@ -997,7 +1162,7 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, window_byte
     piece_offsets = np.empty(min(end - start, limit - start + window) + 1, dtype=np.int64)
     piece_offsets[0] = start
     pos, n_pieces, piece_offsets, _, _, _ = _scan_document(
-        data, start, end, limit, pattern_id, stage1, stage2, ascii_class_words(stage1, stage2),
+        data, start, end, limit, pattern_id, stage1, stage2, scanner_tables(stage1, stage2),
         window, stream_bytes, words, char_offsets, piece_offsets, 0
     )
     return piece_offsets[: n_pieces + 1], pos
