@@ -62,14 +62,22 @@ KERNEL_CONSTANTS = {
         # Characters kept at each end of a shortened stretch: the patterns' longest
         # look-ahead (correctness, not speed; see _first_piece_shortened).
         "KEEP_CHARS",
-        # The gpt2 automaton: its classes, states, action bits and the layout of
-        # scanner_tables (what the pattern is, not tuning).
-        "G2_LETTER", "G2_STMD", "G2_RV", "G2_E", "G2_L", "G2_NUMBER", "G2_SPACE", "G2_WS",
-        "G2_APOSTROPHE", "G2_OTHER", "G2_END", "G2_N_CLASSES",
-        "G2_START", "G2_LETTERS", "G2_NUMBERS", "G2_OTHERS", "G2_ONE_SPACE", "G2_ONE_WS",
-        "G2_WS_SPACE", "G2_WS_OTHER", "G2_QUOTE", "G2_QUOTE_RV", "G2_QUOTE_L",
-        "G2_CONTRACTION", "G2_N_STATES", "END_BEFORE_PREVIOUS", "END_BEFORE_THIS",
-        "G2_ASCII_AT", "G2_STEP_AT", "SCANNER_TABLES_SIZE",
+    )),
+    # The gpt2 and cl100k automata: their classes, states, action bits and the layout of
+    # scanner_tables (what the patterns are, not tuning).
+    *(f"fastbpe_nb.kernels.automata:{name}" for name in (
+        "END_BEFORE_PREVIOUS", "END_BEFORE_THIS", "RETRACT", "ACTION_SHIFT", "G2_LETTER",
+        "G2_STMD", "G2_RV", "G2_E", "G2_L", "G2_NUMBER", "G2_SPACE", "G2_WS", "G2_APOSTROPHE",
+        "G2_OTHER", "G2_END", "G2_N_CLASSES", "G2_START", "G2_LETTERS", "G2_NUMBERS",
+        "G2_OTHERS", "G2_ONE_SPACE", "G2_ONE_WS", "G2_WS_SPACE", "G2_WS_OTHER", "G2_QUOTE",
+        "G2_QUOTE_RV", "G2_QUOTE_L", "G2_CONTRACTION", "G2_N_STATES", "C1_LETTER", "C1_STMD",
+        "C1_RV", "C1_E", "C1_L", "C1_NUMBER", "C1_SPACE", "C1_WS", "C1_CRLF", "C1_APOSTROPHE",
+        "C1_OTHER", "C1_END", "C1_N_CLASSES", "C1_START", "C1_LETTERS", "C1_N1", "C1_N2",
+        "C1_N3", "C1_PFX_SPACE", "C1_PFX_WS", "C1_PFX_OTHER", "C1_QUOTE", "C1_QUOTE_RV",
+        "C1_QUOTE_L", "C1_CONTRACTION", "C1_OTHERS", "C1_OTHERS_CRLF", "C1_RUN_SPACE",
+        "C1_RUN_WS", "C1_CR", "C1_CR_SPACE1", "C1_CR_WS1", "C1_CR_SPACE", "C1_CR_WS",
+        "C1_N_STATES", "G2_ASCII_AT", "C1_ASCII_AT", "G2_STEP_AT", "C1_STEP_AT",
+        "SCANNER_TABLES_SIZE",
     )),
     # The empty-slot marker of the open-addressing tables, and the seed that defines their
     # hash function: tables built by one kernel are probed by another.

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import N_SENTINELS, _scan_document, scanner_tables
-#: kernel cache stamp: db094faa39847bd94fa2ae50a2081e89cde0ab903f67b1b787b97ee31aa3d67a
+#: kernel cache stamp: 827b43aa4e320bf52189aa96e1e9b02930b2f2925f1b9ccdfaf28e094d814d8f
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 0f435976a3216bbc5d5d791d9721edbab713218fff6e6695cd64223a0d816fda
+#: kernel cache stamp: 48de334b8fece63dd565bc1c2b43f62eba6eb22927f78a053aa79096e0a8f889
 
 
 @njit(cache=True, nogil=True, _nrt=False)

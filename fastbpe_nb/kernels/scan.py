@@ -1,8 +1,9 @@
 """Numba pre-tokenizer kernels: exact ``regex.findall`` boundaries for four patterns.
 
-gpt2's pattern is a small automaton over the characters (:func:`_scan_gpt2`, one pass over
-the bytes, see the comment above it). The other patterns process each document in two
-passes:
+gpt2's and cl100k's patterns are small automata over the characters
+(:mod:`fastbpe_nb.kernels.automata`), run over the bytes in one pass by
+:func:`_scan_automaton`: no decode window, no per-character buffers, pieces of any length
+in constant memory. The other patterns process each document in two passes:
 
 1. :func:`decode_document` decodes its UTF-8 once into a per-character
    "class word" array (``uint32``: the ``CLS_*``/``FOLD_*`` bits of
@@ -11,8 +12,8 @@ passes:
    ASCII characters the patterns name) and the byte offset of each character.
    Three ``CH_END`` sentinels follow the last character, so runs stop by
    themselves and two characters of lookahead never need a bounds check.
-2. One hand-written matcher per pattern (:func:`pieces_cl100k`, :func:`pieces_o200k`,
-   :func:`pieces_superbpe`) walks the class words and
+2. One hand-written matcher per pattern (:func:`pieces_o200k`, :func:`pieces_superbpe`)
+   walks the class words and
    reproduces the ``regex`` engine's leftmost-alternative, greedy, possessive
    and backtracking behaviour for that pattern.  Backtracking is never
    re-executed: the forward scan of a run remembers where a backtrack would
@@ -45,6 +46,24 @@ Facts the matchers rely on (all checked by the differential tests):
 import numpy as np
 from numba import njit, prange
 
+from .automata import (
+    ACTION_SHIFT,
+    C1_ASCII_AT,
+    C1_CR_SPACE1,
+    C1_CR_WS,
+    C1_END,
+    C1_N_CLASSES,
+    C1_STEP_AT,
+    END_BEFORE_PREVIOUS,
+    G2_ASCII_AT,
+    G2_END,
+    G2_N_CLASSES,
+    G2_STEP_AT,
+    SCANNER_TABLES_SIZE,
+    cl100k_class,
+    fill_automaton_tables,
+    gpt2_class,
+)
 from .unicode_classes import (
     CLS_L,
     CLS_LOWERISH,
@@ -60,7 +79,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: c19dd79c1b610664138f184a76b4c9161641cd9c9e28b49ebeddcb80a852bfd5
+#: kernel cache stamp: 80c18f159f3bad6a81e8b1316c5392cdddc4be5aff2bf57ffc6b36d1bb502f52
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
@@ -284,90 +303,6 @@ def whitespace_lookahead_end(start, run_end, n_chars):
 
 
 @njit(cache=True, nogil=True)
-def pieces_cl100k(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
-    """Append the cl100k piece ends of one decoded window.
-
-    ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+|``
-    `` ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s``
-
-    Parameters
-    ----------
-    data : numpy.ndarray
-        ``uint8[n_bytes]`` UTF-8 bytes (unused; the matchers share one signature).
-    words : numpy.ndarray
-        ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
-    char_offsets : numpy.ndarray
-        ``int64[>= n_chars + 1]`` from :func:`decode_document`.
-    n_chars : int
-        Number of decoded characters.
-    truncated : bool
-        Whether the document continues after the decoded characters.
-    piece_offsets : numpy.ndarray
-        ``int64[capacity]`` output; piece ends go to ``piece_offsets[n_pieces + 1:]``.
-    n_pieces : int
-        Pieces written so far.
-
-    Returns
-    -------
-    n_pieces : int
-        Updated piece count.
-    n_consumed : int
-        Characters covered by the emitted pieces (``n_chars`` unless truncated).
-    """
-    i = 0
-    while i < n_chars:
-        w = words[i]
-        w1 = words[i + 1]
-        reach = i + 2
-        j = i + contraction_length(w, w1, words[i + 2])
-        if j > i:
-            pass
-        elif (w & CLS_L) != 0:
-            j = i + 1
-            while (words[j] & CLS_L) != 0:
-                j += 1
-        elif (w & CLS_N) != 0:
-            # \p{N}{1,3}+
-            j = i + 1
-            while j < i + 3 and (words[j] & CLS_N) != 0:
-                j += 1
-        elif (w1 & CLS_L) != 0 and (w & _NOT_PREFIX) == 0:
-            # [^\r\n\p{L}\p{N}]?+\p{L}++ with the prefix (w is space or other).
-            j = i + 2
-            while (words[j] & CLS_L) != 0:
-                j += 1
-        elif (w & _NOT_OTHER) == 0 or ((w & CH_SPACE) != 0 and (w1 & _NOT_OTHER) == 0):
-            # ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
-            j = i + 1 if (w & _NOT_OTHER) == 0 else i + 2
-            while (words[j] & _NOT_OTHER) == 0:
-                j += 1
-            while (words[j] & CH_CRLF) != 0:
-                j += 1
-        else:
-            # Whitespace run; note where \s*[\r\n] would backtrack to.
-            run_end = i
-            last_crlf_end = -1
-            while (words[run_end] & CLS_WS) != 0:
-                run_end += 1
-                if (words[run_end - 1] & CH_CRLF) != 0:
-                    last_crlf_end = run_end
-            reach = max(reach, run_end)
-            if run_end == n_chars:  # \s++$
-                j = run_end
-            elif last_crlf_end >= 0:  # \s*[\r\n]
-                j = last_crlf_end
-            else:  # \s+(?!\S) or \s
-                j = whitespace_lookahead_end(i, run_end, n_chars)
-        reach = max(reach, j)
-        if truncated and reach >= n_chars:
-            break
-        n_pieces += 1
-        piece_offsets[n_pieces] = char_offsets[j]
-        i = j
-    return n_pieces, i
-
-
-@njit(cache=True, nogil=True)
 def pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
     """Append the o200k piece ends of one decoded window.
 
@@ -557,7 +492,7 @@ def pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets
 
     ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]{2,}[\\r\\n/]*| +(?!\\S)|[\\r\\n]+|gap``, the gap being
     ``(?:(?!<the first four>)[\\s\\S])+`` (``pretokenize.SUPERBPE_PATTERN``). Same
-    parameters and results as :func:`pieces_cl100k`; a piece is emitted only when the window
+    parameters and results as :func:`pieces_o200k`; a piece is emitted only when the window
     holds the two characters after its end, which is as far as
     :func:`superbpe_piece_end` looks.
     """
@@ -570,145 +505,6 @@ def pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets
         piece_offsets[n_pieces] = char_offsets[j]
         i = j
     return n_pieces, i
-
-
-# ---------------------------------------------------------------------------------------
-# gpt2 as a table-driven automaton over the bytes
-# ---------------------------------------------------------------------------------------
-# The matchers above branch on every piece's first character and on every run's end: on
-# real text those branches are unpredictable, and the mispredictions cost more than the
-# characters (a 5 MB file of kernel sources scanned at 150 MB/s, 290 MB/s on the same
-# pieces in a repeating order). gpt2's pattern needs no unbounded backtracking, so it is
-# also a small automaton: per character, one table load gives the next state and whether
-# a piece ends before this character and/or before the previous one (``\s+(?!\S)`` gives
-# a run's last whitespace character to the next piece). The ends are stored without a
-# branch, and the bytes are read directly: no window, no per-character buffers, pieces of
-# any length in constant memory.
-
-# Character classes of the gpt2 automaton (gpt2's contractions are case-sensitive ASCII).
-G2_LETTER = 0  # \p{L} not below
-G2_STMD = 1  # s t m d: a whole contraction after '
-G2_RV = 2  # r v: 're 've need an e
-G2_E = 3
-G2_L = 4  # l: 'll needs another
-G2_NUMBER = 5
-G2_SPACE = 6  # U+0020 only (` ?` is a literal space)
-G2_WS = 7  # any other \s
-G2_APOSTROPHE = 8
-G2_OTHER = 9
-G2_END = 10  # not a character: the end of the document
-G2_N_CLASSES = 11
-# States: what the piece read so far is (START only before a document's first character).
-G2_START = 0
-G2_LETTERS = 1  # ` ?\p{L}+`
-G2_NUMBERS = 2  # ` ?\p{N}+`
-G2_OTHERS = 3  # ` ?[^\s\p{L}\p{N}]+`
-G2_ONE_SPACE = 4  # a space that may still prefix a run
-G2_ONE_WS = 5  # one other whitespace character
-G2_WS_SPACE = 6  # 2+ whitespace characters, the last a space
-G2_WS_OTHER = 7  # 2+ whitespace characters, the last not a space
-G2_QUOTE = 8  # ' (a contraction may follow)
-G2_QUOTE_RV = 9  # 'r or 'v
-G2_QUOTE_L = 10  # 'l
-G2_CONTRACTION = 11  # a whole contraction
-G2_N_STATES = 12
-# Action word: row << 2 | END_BEFORE_PREVIOUS | END_BEFORE_THIS, where ``row`` is where
-# the next state's actions start in ``scanner_tables`` (``G2_STEP_AT + state *
-# G2_N_CLASSES``): the next action is at ``row + class``, with no multiply on the chain
-# of dependent loads that sets the scanner's speed. (Storing each action 4 times, at
-# ``row + 4 * class + flags``, to save the shift measured 15% slower.)
-END_BEFORE_PREVIOUS = 1
-END_BEFORE_THIS = 2
-#: Layout of ``scanner_tables``: ASCII class words, then gpt2's class of each ASCII byte
-#: and its action words.
-G2_ASCII_AT = 128
-G2_STEP_AT = 256
-SCANNER_TABLES_SIZE = G2_STEP_AT + G2_N_STATES * G2_N_CLASSES
-
-
-@njit(cache=True, nogil=True)
-def _gpt2_first(c):
-    """gpt2 state after the first character (class ``c``) of a piece."""
-    if c <= G2_L:
-        return G2_LETTERS
-    if c == G2_NUMBER:
-        return G2_NUMBERS
-    if c == G2_SPACE:
-        return G2_ONE_SPACE
-    if c == G2_WS:
-        return G2_ONE_WS
-    if c == G2_APOSTROPHE:
-        return G2_QUOTE
-    return G2_OTHERS
-
-
-@njit(cache=True, nogil=True)
-def _gpt2_grow(s, c):
-    """gpt2 state after the piece in state ``s`` takes a character of class ``c``, or -1
-    when it cannot take it (and ends before it)."""
-    letter = c <= G2_L
-    space = c == G2_SPACE or c == G2_WS
-    other = c == G2_OTHER or c == G2_APOSTROPHE
-    if s == G2_START:
-        return _gpt2_first(c)
-    if s == G2_LETTERS and letter:
-        return G2_LETTERS
-    if s == G2_NUMBERS and c == G2_NUMBER:
-        return G2_NUMBERS
-    if s == G2_OTHERS and other:
-        return G2_OTHERS
-    if s == G2_ONE_SPACE and not space:
-        # ` ?X+` takes a space before any run.
-        if letter:
-            return G2_LETTERS
-        return G2_NUMBERS if c == G2_NUMBER else G2_OTHERS
-    if s >= G2_ONE_SPACE and s <= G2_WS_OTHER and space:
-        return G2_WS_SPACE if c == G2_SPACE else G2_WS_OTHER
-    if s == G2_QUOTE:
-        if c == G2_STMD:
-            return G2_CONTRACTION
-        if c == G2_RV:
-            return G2_QUOTE_RV
-        if c == G2_L:
-            return G2_QUOTE_L
-        if other:
-            return G2_OTHERS
-    if (s == G2_QUOTE_RV and c == G2_E) or (s == G2_QUOTE_L and c == G2_L):
-        return G2_CONTRACTION
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _gpt2_step(s, c):
-    """gpt2's action word for a character of class ``c`` read in state ``s``.
-
-    ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``:
-    the alternatives are tried in order at a piece's start; once one is chosen, the
-    piece grows until a character it cannot take, and the new piece starts there. Not
-    recursive (Numba's cache does not reload recursive functions safely).
-    """
-    if c == G2_END:
-        if s == G2_START:
-            return 0
-        if s == G2_QUOTE_RV or s == G2_QUOTE_L:
-            return END_BEFORE_PREVIOUS | END_BEFORE_THIS  # ' and then the letter
-        return END_BEFORE_THIS  # `\s+(?!\S)` takes a whole run at the end
-    ends = 0
-    if _gpt2_grow(s, c) < 0:
-        if s == G2_WS_SPACE:
-            # `\s+(?!\S)` leaves the run's last space to prefix what follows ...
-            ends, s = END_BEFORE_PREVIOUS, G2_ONE_SPACE
-        elif s == G2_WS_OTHER:
-            # ... and its last other whitespace character alone (`\s+`).
-            ends, s = END_BEFORE_PREVIOUS, G2_ONE_WS
-        elif s == G2_QUOTE_RV or s == G2_QUOTE_L:
-            # No contraction: ' is a piece of its own and the letter starts a run.
-            ends, s = END_BEFORE_PREVIOUS, G2_LETTERS
-    grow = _gpt2_grow(s, c)
-    if grow < 0:
-        ends |= END_BEFORE_THIS
-        grow = _gpt2_first(c)
-    return ends | ((G2_STEP_AT + grow * G2_N_CLASSES) << 2)
 
 
 @njit(cache=True, nogil=True)
@@ -724,54 +520,37 @@ def scanner_tables(stage1, stage2):
     -------
     numpy.ndarray
         ``uint32[SCANNER_TABLES_SIZE]``: ``[:128]`` the ASCII class words (what
-        :func:`decode_document` takes as ``ascii_words``), ``[G2_ASCII_AT:][:128]`` the
-        gpt2 class of each ASCII byte, ``[G2_STEP_AT:]`` gpt2's action words
-        (``state * G2_N_CLASSES + class``, class ``G2_END`` at the document's end).
+        :func:`decode_document` takes as ``ascii_words``), then the automata's tables
+        (:func:`fastbpe_nb.kernels.automata.fill_automaton_tables`).
     """
     tables = np.zeros(SCANNER_TABLES_SIZE, dtype=np.uint32)
     tables[:128] = ascii_class_words(stage1, stage2)
-    for b in range(128):
-        tables[G2_ASCII_AT + b] = _gpt2_class(tables[b])
-    for b in (0x73, 0x74, 0x6D, 0x64):  # s t m d
-        tables[G2_ASCII_AT + b] = G2_STMD
-    tables[G2_ASCII_AT + 0x72] = G2_RV
-    tables[G2_ASCII_AT + 0x76] = G2_RV
-    tables[G2_ASCII_AT + 0x65] = G2_E
-    tables[G2_ASCII_AT + 0x6C] = G2_L
-    tables[G2_ASCII_AT + 0x20] = G2_SPACE
-    tables[G2_ASCII_AT + 0x27] = G2_APOSTROPHE
-    for s in range(G2_N_STATES):
-        for c in range(G2_N_CLASSES):
-            tables[G2_STEP_AT + s * G2_N_CLASSES + c] = _gpt2_step(s, c)
+    fill_automaton_tables(tables)
     return tables
 
 
 @njit(cache=True, nogil=True)
-def _gpt2_class(word):
-    """gpt2 class of a character from its class word (the contraction letters aside)."""
-    if (word & CLS_L) != 0:
-        return G2_LETTER
-    if (word & CLS_N) != 0:
-        return G2_NUMBER
-    if (word & CLS_WS) != 0:
-        return G2_WS
-    return G2_OTHER
-
-
-@njit(cache=True, nogil=True)
-def _scan_gpt2(data, pos, end, limit, tables, stage1, stage2, piece_offsets, n_pieces):
-    """gpt2's pieces of the document ``data[:end]`` from ``pos`` (a piece start), by the
-    automaton of :func:`scanner_tables`, until a piece ends at or after ``limit`` (or the
-    document does).
+def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, piece_offsets,
+                    n_pieces):
+    """gpt2's or cl100k's pieces of the document ``data[:end]`` from ``pos`` (a piece
+    start), by its automaton (:mod:`fastbpe_nb.kernels.automata`), until a piece ends at
+    or after ``limit`` (or the document does).
 
     Returns ``(pos, n_pieces, piece_offsets)`` as :func:`_scan_document` does: the end of
     the last piece emitted, the count, and the buffer (grown if it had to be). Characters
-    read past the last piece's end are read again by the next call, from ``START``.
+    read past the last piece's end are read again by the next call, from the start state.
     """
+    cl100k = pattern_id == PATTERN_CL100K
+    ascii_at = np.uint64(C1_ASCII_AT if cl100k else G2_ASCII_AT)
+    n_classes = C1_N_CLASSES if cl100k else G2_N_CLASSES
+    step_at = C1_STEP_AT if cl100k else G2_STEP_AT
+    end_class = np.uint64(C1_END if cl100k else G2_END)
+    # cl100k's states whose last stored end is only a candidate (RETRACT may take it back).
+    candidate_lo = step_at + C1_CR_SPACE1 * n_classes
+    candidate_hi = step_at + C1_CR_WS * n_classes
     n_first = n_pieces
     first = pos
-    # Unsigned, so that Numba adds no negative-index fix-up to the chain of loads.
-    row = np.uint64(G2_STEP_AT + G2_START * G2_N_CLASSES)
+    row = np.uint64(step_at)  # the start state's actions (state 0)
     prev = pos  # where the previous character starts
     stop = min(end, max(limit, pos + 1))
     step = 256
@@ -792,7 +571,7 @@ def _scan_gpt2(data, pos, end, limit, tables, stage1, stage2, piece_offsets, n_p
             b0 = np.uint64(data[u_pos])
             n_bytes = one
             if b0 < 0x80:
-                c = np.uint64(tables[np.uint64(G2_ASCII_AT) + b0])
+                c = np.uint64(tables[ascii_at + b0])
             else:
                 p = np.int64(u_pos)
                 b1 = np.int64(data[p + 1]) if p + 1 < end else 0
@@ -800,30 +579,37 @@ def _scan_gpt2(data, pos, end, limit, tables, stage1, stage2, piece_offsets, n_p
                 b3 = np.int64(data[p + 3]) if p + 3 < end else 0
                 code_point, n_char_bytes = decode_multibyte(np.int64(b0), b1, b2, b3)
                 n_bytes = np.uint64(n_char_bytes)
-                c = np.uint64(G2_OTHER)
+                word = 0  # an undecodable byte is "other"
                 if code_point >= 0:
-                    block = np.int64(stage1[code_point >> 8])
-                    c = np.uint64(_gpt2_class(stage2[block * 256 + (code_point & 0xFF)]))
+                    word = stage2[np.int64(stage1[code_point >> 8]) * 256 + (code_point & 0xFF)]
+                c = np.uint64(cl100k_class(word) if cl100k else gpt2_class(word))
             act = np.uint64(tables[row + c])
-            # Branch-free: write both candidates, count the ones the action asks for.
+            # Branch-free: take back a candidate end, write both ends, count the ones the
+            # action asks for.
+            u_n -= (act >> np.uint64(2)) & one
             piece_offsets[u_n + one] = u_prev
             u_n += act & one
             piece_offsets[u_n + one] = u_pos
             u_n += (act >> one) & one
-            row = act >> np.uint64(2)
+            row = act >> np.uint64(ACTION_SHIFT)
             u_prev = u_pos
             u_pos += n_bytes
         pos, prev, n_pieces = np.int64(u_pos), np.int64(u_prev), np.int64(u_n)
         if pos >= end:
-            act = np.uint64(tables[row + np.uint64(G2_END)])
+            act = np.int64(tables[row + end_class])
+            n_pieces -= (act >> 2) & 1
             piece_offsets[n_pieces + 1] = prev
-            n_pieces += np.int64(act & np.uint64(END_BEFORE_PREVIOUS))
+            n_pieces += act & END_BEFORE_PREVIOUS
             piece_offsets[n_pieces + 1] = end
-            n_pieces += np.int64((act >> np.uint64(1)) & np.uint64(1))
+            n_pieces += (act >> 1) & 1
             return end, n_pieces, piece_offsets
-        if n_pieces > n_first and piece_offsets[n_pieces] >= limit:
-            return piece_offsets[n_pieces], n_pieces, piece_offsets
-        # No piece ended at or after limit yet: read on, further each time (a long run).
+        # Stop at the last end that is final (not a candidate) once it reaches limit.
+        n_final = n_pieces
+        if cl100k and np.int64(row) >= candidate_lo and np.int64(row) <= candidate_hi:
+            n_final -= 1
+        if n_final > n_first and piece_offsets[n_final] >= limit:
+            return piece_offsets[n_final], n_final, piece_offsets
+        # No final end at or after limit yet: read on, further each time (a long run).
         stop = min(end, pos + step)
         step *= 2
 
@@ -974,10 +760,11 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
     window buffers, ``words.shape[0] - N_SENTINELS`` characters) and ``piece_offsets``
     grow when needed and are returned with ``pos``, ``n_pieces`` and ``window``.
     """
-    if pattern_id == PATTERN_GPT2:
+    if pattern_id == PATTERN_GPT2 or pattern_id == PATTERN_CL100K:
         if pos < end and pos < limit:
-            pos, n_pieces, piece_offsets = _scan_gpt2(data, pos, end, limit, tables, stage1,
-                                                      stage2, piece_offsets, n_pieces)
+            pos, n_pieces, piece_offsets = _scan_automaton(data, pos, end, limit, pattern_id,
+                                                           tables, stage1, stage2,
+                                                           piece_offsets, n_pieces)
         return pos, n_pieces, piece_offsets, window, words, char_offsets
     capacity = words.shape[0] - N_SENTINELS
     while pos < end and pos < limit:
@@ -1030,9 +817,6 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
 @njit(cache=True, nogil=True)
 def _match(pattern_id, data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
     """The named pattern's matcher on one decoded window: ``(n_pieces, n_consumed)``."""
-    if pattern_id == PATTERN_CL100K:
-        return pieces_cl100k(data, words, char_offsets, n_chars, truncated, piece_offsets,
-                             n_pieces)
     if pattern_id == PATTERN_O200K:
         return pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets,
                             n_pieces)
