@@ -53,7 +53,7 @@ KERNEL_CONSTANTS = {
         "PATTERN_GPT2", "PATTERN_CL100K", "PATTERN_O200K", "PATTERN_SUPERBPE",
         # The ASCII flag bits above the table's 16 bits, and masks combining class bits.
         "CH_SPACE", "CH_CRLF", "CH_APOSTROPHE", "CH_SLASH", "CH_END",
-        "_NOT_OTHER", "_NOT_PREFIX", "_FOLD_ONE_LETTER", "_UNFOLD", "_UNFOLD_UNCASED",
+        "_NOT_OTHER", "_STRETCH_BITS",
         # Marker code point of an undecodable byte (the decoded-character layout).
         "INVALID_CODE_POINT",
         # CH_END words after a document's last character: the matchers' look-ahead, so
@@ -63,21 +63,29 @@ KERNEL_CONSTANTS = {
         # look-ahead (correctness, not speed; see _first_piece_shortened).
         "KEEP_CHARS",
     )),
-    # The gpt2 and cl100k automata: their classes, states, action bits and the layout of
+    # The gpt2, cl100k and o200k automata: their classes, states, action bits and the layout of
     # scanner_tables (what the patterns are, not tuning).
     *(f"fastbpe_nb.kernels.automata:{name}" for name in (
-        "END_BEFORE_PREVIOUS", "END_BEFORE_THIS", "RETRACT", "ACTION_SHIFT", "G2_LETTER",
-        "G2_STMD", "G2_RV", "G2_E", "G2_L", "G2_NUMBER", "G2_SPACE", "G2_WS", "G2_APOSTROPHE",
-        "G2_OTHER", "G2_END", "G2_N_CLASSES", "G2_START", "G2_LETTERS", "G2_NUMBERS",
-        "G2_OTHERS", "G2_ONE_SPACE", "G2_ONE_WS", "G2_WS_SPACE", "G2_WS_OTHER", "G2_QUOTE",
-        "G2_QUOTE_RV", "G2_QUOTE_L", "G2_CONTRACTION", "G2_N_STATES", "C1_LETTER", "C1_STMD",
-        "C1_RV", "C1_E", "C1_L", "C1_NUMBER", "C1_SPACE", "C1_WS", "C1_CRLF", "C1_APOSTROPHE",
-        "C1_OTHER", "C1_END", "C1_N_CLASSES", "C1_START", "C1_LETTERS", "C1_N1", "C1_N2",
-        "C1_N3", "C1_PFX_SPACE", "C1_PFX_WS", "C1_PFX_OTHER", "C1_QUOTE", "C1_QUOTE_RV",
-        "C1_QUOTE_L", "C1_CONTRACTION", "C1_OTHERS", "C1_OTHERS_CRLF", "C1_RUN_SPACE",
-        "C1_RUN_WS", "C1_CR", "C1_CR_SPACE1", "C1_CR_WS1", "C1_CR_SPACE", "C1_CR_WS",
-        "C1_N_STATES", "G2_ASCII_AT", "C1_ASCII_AT", "G2_STEP_AT", "C1_STEP_AT",
-        "SCANNER_TABLES_SIZE",
+        "END_BEFORE_PREVIOUS", "END_BEFORE_THIS", "RETRACT", "PENDING", "ACTION_SHIFT",
+        "G2_LETTER", "G2_STMD", "G2_RV", "G2_E", "G2_L", "G2_NUMBER", "G2_SPACE", "G2_WS",
+        "G2_APOSTROPHE", "G2_OTHER", "G2_END", "G2_N_CLASSES", "G2_START", "G2_LETTERS",
+        "G2_NUMBERS", "G2_OTHERS", "G2_ONE_SPACE", "G2_ONE_WS", "G2_WS_SPACE", "G2_WS_OTHER",
+        "G2_QUOTE", "G2_QUOTE_RV", "G2_QUOTE_L", "G2_CONTRACTION", "G2_N_STATES", "C1_LETTER",
+        "C1_STMD", "C1_RV", "C1_E", "C1_L", "C1_NUMBER", "C1_SPACE", "C1_WS", "C1_CRLF",
+        "C1_APOSTROPHE", "C1_OTHER", "C1_END", "C1_N_CLASSES", "C1_START", "C1_LETTERS",
+        "C1_N1", "C1_N2", "C1_N3", "C1_PFX_SPACE", "C1_PFX_WS", "C1_PFX_OTHER", "C1_QUOTE",
+        "C1_QUOTE_RV", "C1_QUOTE_L", "C1_CONTRACTION", "C1_OTHERS", "C1_OTHERS_CRLF",
+        "C1_RUN_SPACE", "C1_RUN_WS", "C1_CR", "C1_CR_SPACE1", "C1_CR_WS1", "C1_CR_SPACE",
+        "C1_CR_WS", "C1_N_STATES", "O2_UP", "O2_LO", "O2_BOTH", "O2_MARK", "O2_UP_STMD",
+        "O2_LO_STMD", "O2_UP_RV", "O2_LO_RV", "O2_UP_E", "O2_LO_E", "O2_UP_L", "O2_LO_L",
+        "O2_NUMBER", "O2_SPACE", "O2_BLANK", "O2_CRLF", "O2_SLASH", "O2_APOSTROPHE",
+        "O2_OTHER", "O2_END", "O2_N_CLASSES", "O2_START", "O2_N1", "O2_N2", "O2_N3",
+        "O2_PFX_SPACE", "O2_PFX_BLANK", "O2_PFX_OTHER", "O2_OTHERS", "O2_OTHERS_CRLF",
+        "O2_RUN_SPACE", "O2_RUN_BLANK", "O2_CR", "O2_CR_SPACE1", "O2_CR_BLANK1",
+        "O2_CR_SPACE", "O2_CR_BLANK", "O2_UPPER", "O2_UPPER_BOTH", "O2_UPPER_CAND",
+        "O2_LOWER", "O2_QUOTE", "O2_QUOTE_RV_UP", "O2_QUOTE_RV_LO", "O2_QUOTE_L_UP",
+        "O2_QUOTE_L_LO", "O2_CONTRACTION", "O2_N_STATES", "G2_ASCII_AT", "C1_ASCII_AT",
+        "O2_ASCII_AT", "G2_STEP_AT", "C1_STEP_AT", "O2_STEP_AT", "SCANNER_TABLES_SIZE",
     )),
     # The empty-slot marker of the open-addressing tables, and the seed that defines their
     # hash function: tables built by one kernel are probed by another.

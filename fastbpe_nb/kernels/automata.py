@@ -1,22 +1,26 @@
-"""The pre-tokenizer patterns that are small automata: gpt2 and cl100k, as action tables.
+"""The pre-tokenizer patterns that are small automata: gpt2, cl100k and o200k, as tables.
 
 The hand-written matchers of :mod:`fastbpe_nb.kernels.scan` branch on every piece's
 first character and on every run's end: on real text those branches are unpredictable,
 and the mispredictions cost more than the characters (5 MB of kernel sources scanned at
-150 MB/s, 290 MB/s on the same pieces in a repeating order). gpt2's and cl100k's patterns
-need no look-behind and only bounded look-ahead, so each is also a small automaton over
-character classes: per character, one table load gives the next state and where pieces
-end (:func:`fastbpe_nb.kernels.scan._scan_automaton` runs it over the bytes, storing the
-ends without a branch). This module only builds the tables, once per kernel call.
+150 MB/s, 290 MB/s on the same pieces in a repeating order). gpt2's, cl100k's and o200k's
+patterns need no look-behind, and where they backtrack, a piece ends after the last
+character of some kind in a run (stored as a candidate end, see below), so each is also a
+small automaton over character classes: per character, one table load gives the next
+state and where pieces end (:func:`fastbpe_nb.kernels.scan._scan_automaton` runs it over
+the bytes, storing the ends without a branch). This module only builds the tables, once
+per kernel call.
 
-An action word is ``row << 3 | RETRACT | END_BEFORE_THIS | END_BEFORE_PREVIOUS``. ``row``
-is where the next state's actions start in the tables (``STEP_AT + state * N_CLASSES``,
-so the next action is at ``row + class``: no multiply on the chain of dependent loads
-that sets the speed). The flags say that a piece ends before the previous character
-(``\\s+(?!\\S)`` gives a run's last whitespace character to the next piece), before this
-one, and (cl100k) that the last end stored was only a candidate and is taken back:
-``\\s*[\\r\\n]`` ends a whitespace run after its *last* line break, so each line break of a
-run stores its end, and the next one in the same run takes it back.
+An action word is ``row << 4 | PENDING | RETRACT | END_BEFORE_THIS | END_BEFORE_PREVIOUS``.
+``row`` is where the next state's actions start in the tables (``STEP_AT + state *
+N_CLASSES``, so the next action is at ``row + class``: no multiply on the chain of
+dependent loads that sets the speed). The flags say that a piece ends before the previous
+character (``\\s+(?!\\S)`` gives a run's last whitespace character to the next piece),
+before this one, and (cl100k, o200k) that the last end stored was only a candidate and is
+taken back: ``\\s*[\\r\\n]`` ends a whitespace run after its *last* line break, so each
+line break of a run stores its end, and the next one in the same run takes it back.
+``PENDING`` says that the last end stored is such a candidate (a scan cut into chunks
+never stops there).
 
 The step functions are not recursive: Numba compiles recursion, but a process that loaded
 such a function from its cache crashed (test_layering refuses recursive kernels).
@@ -24,15 +28,16 @@ such a function from its cache crashed (test_layering refuses recursive kernels)
 
 from numba import njit
 
-from .unicode_classes import CLS_L, CLS_N, CLS_WS, FOLD_D, FOLD_E, FOLD_L, FOLD_M, FOLD_R, \
-    FOLD_S, FOLD_T, FOLD_V
+from .unicode_classes import CLS_L, CLS_LOWERISH, CLS_N, CLS_UPPERISH, CLS_WS, FOLD_D, \
+    FOLD_E, FOLD_L, FOLD_M, FOLD_R, FOLD_S, FOLD_T, FOLD_V
 #: kernel cache stamp: c19dd79c1b610664138f184a76b4c9161641cd9c9e28b49ebeddcb80a852bfd5
 
 
 END_BEFORE_PREVIOUS = 1
 END_BEFORE_THIS = 2
 RETRACT = 4
-ACTION_SHIFT = 3
+PENDING = 8
+ACTION_SHIFT = 4
 
 # ---------------------------------------------------------------------------------------
 # gpt2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -105,13 +110,79 @@ C1_CR_SPACE = 19  # 2+ blanks after it
 C1_CR_WS = 20
 C1_N_STATES = 21
 
+# ---------------------------------------------------------------------------------------
+# o200k: [^\r\n\p{L}\p{N}]?[UPPERISH]*[LOWERISH]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+#        [^\r\n\p{L}\p{N}]?[UPPERISH]+[LOWERISH]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+#        \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+# UPPERISH = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], LOWERISH = [\p{Ll}\p{Lm}\p{Lo}\p{M}].
+# ---------------------------------------------------------------------------------------
+# How the letter alternatives read, from a piece's start (after an optional prefix): the
+# UPPERISH run is taken whole when a lower-case letter (Ll) follows it (the first
+# alternative); otherwise the first alternative backtracks to the run's last character
+# that is also LOWERISH (Lm, Lo or a mark: "both"), and the run's upper-case rest is a
+# piece of its own (the second alternative); with no such character the whole run is the
+# piece. So each "both" character of a run stores the end after it as a candidate, and a
+# lower-case letter after the run takes it back. A mark at a piece's start reads as a
+# "both" letter (both readings give the same pieces). The optional contraction after the
+# letters stores the end before its apostrophe as a candidate, taken back once it matches.
+O2_UP = 0  # Lu, Lt
+O2_LO = 1  # Ll
+O2_BOTH = 2  # Lm, Lo
+O2_MARK = 3  # \p{M}: UPPERISH and LOWERISH, but not \p{L} ("other" for the others)
+O2_UP_STMD = 4  # upper-case (?i:[sdmt]), and so on: the contraction letters by case
+O2_LO_STMD = 5
+O2_UP_RV = 6
+O2_LO_RV = 7
+O2_UP_E = 8
+O2_LO_E = 9
+O2_UP_L = 10
+O2_LO_L = 11
+O2_NUMBER = 12
+O2_SPACE = 13
+O2_BLANK = 14  # \s other than a space, \r or \n
+O2_CRLF = 15
+O2_SLASH = 16
+O2_APOSTROPHE = 17
+O2_OTHER = 18
+O2_END = 19
+O2_N_CLASSES = 20
+O2_START = 0
+O2_N1 = 1  # \p{N}{1,3} after 1, 2, 3 digits
+O2_N2 = 2
+O2_N3 = 3
+O2_PFX_SPACE = 4  # one space at a piece's start
+O2_PFX_BLANK = 5  # one other blank
+O2_PFX_OTHER = 6  # one other (', /, punctuation): may prefix letters
+O2_OTHERS = 7  # ` ?[^\s\p{L}\p{N}]+`
+O2_OTHERS_CRLF = 8  # ... `[\r\n/]*` after it
+O2_RUN_SPACE = 9  # 2+ whitespace characters, no \r \n, the last a space
+O2_RUN_BLANK = 10
+O2_CR = 11  # a whitespace run just after a line break (its end not stored yet)
+O2_CR_SPACE1 = 12  # one blank after the run's last line break (whose end is stored)
+O2_CR_BLANK1 = 13
+O2_CR_SPACE = 14  # 2+ blanks after it
+O2_CR_BLANK = 15
+O2_UPPER = 16  # in an UPPERISH run, the last character upper-case, no candidate end
+O2_UPPER_BOTH = 17  # ... the last character "both" (the end after it: a candidate)
+O2_UPPER_CAND = 18  # ... a candidate end stored, upper-case characters since
+O2_LOWER = 19  # in the LOWERISH run of the first alternative
+O2_QUOTE = 20  # ' after letters (the end before it: a candidate)
+O2_QUOTE_RV_UP = 21  # 'R 'V after letters
+O2_QUOTE_RV_LO = 22  # 'r 'v
+O2_QUOTE_L_UP = 23  # 'L
+O2_QUOTE_L_LO = 24  # 'l
+O2_CONTRACTION = 25
+O2_N_STATES = 26
+
 #: Layout of ``scanner_tables`` (``[:128]`` are the ASCII class words, see scan.py): each
 #: automaton's class of each ASCII byte, then each automaton's action words.
 G2_ASCII_AT = 128
 C1_ASCII_AT = 256
-G2_STEP_AT = 384
+O2_ASCII_AT = 384
+G2_STEP_AT = 512
 C1_STEP_AT = G2_STEP_AT + G2_N_STATES * G2_N_CLASSES
-SCANNER_TABLES_SIZE = C1_STEP_AT + C1_N_STATES * C1_N_CLASSES
+O2_STEP_AT = C1_STEP_AT + C1_N_STATES * C1_N_CLASSES
+SCANNER_TABLES_SIZE = O2_STEP_AT + O2_N_STATES * O2_N_CLASSES
 
 
 @njit(cache=True, nogil=True)
@@ -145,6 +216,31 @@ def cl100k_class(word):
     if (word & CLS_WS) != 0:
         return C1_WS
     return C1_OTHER
+
+
+@njit(cache=True, nogil=True)
+def o200k_class(word):
+    """o200k class of a non-ASCII character from its class word (``uint16`` table bits)."""
+    upper = (word & CLS_UPPERISH) != 0
+    lower = (word & CLS_LOWERISH) != 0
+    if (word & CLS_L) == 0:
+        if upper and lower:
+            return O2_MARK
+        if (word & CLS_N) != 0:
+            return O2_NUMBER
+        return O2_BLANK if (word & CLS_WS) != 0 else O2_OTHER
+    if upper and lower:
+        return O2_BOTH
+    case = 1 if lower else 0  # O2_LO_x = O2_UP_x + 1
+    if (word & (FOLD_S | FOLD_D | FOLD_M | FOLD_T)) != 0:
+        return O2_UP_STMD + case
+    if (word & (FOLD_R | FOLD_V)) != 0:
+        return O2_UP_RV + case
+    if (word & FOLD_E) != 0:
+        return O2_UP_E + case
+    if (word & FOLD_L) != 0:
+        return O2_UP_L + case
+    return O2_UP + case
 
 
 @njit(cache=True, nogil=True)
@@ -287,6 +383,13 @@ def _cl100k_grow(s, c):
 
 
 @njit(cache=True, nogil=True)
+def _c1_go(ends, state):
+    """cl100k's action word: the flags ``ends``, then go to ``state``."""
+    pending = PENDING if state >= C1_CR_SPACE1 and state <= C1_CR_WS else 0
+    return ends | pending | ((C1_STEP_AT + state * C1_N_CLASSES) << ACTION_SHIFT)
+
+
+@njit(cache=True, nogil=True)
 def _cl100k_step(s, c):
     """cl100k's action word for a character of class ``c`` read in state ``s``."""
     blank = c == C1_SPACE or c == C1_WS
@@ -299,19 +402,16 @@ def _cl100k_step(s, c):
     ends = 0
     if s == C1_CR:
         if c == C1_CRLF:
-            return (C1_STEP_AT + C1_CR * C1_N_CLASSES) << ACTION_SHIFT
+            return _c1_go(0, C1_CR)
         # The run so far ends here, unless a later line break in the run takes it back.
         if blank:
-            nxt = C1_CR_SPACE1 if c == C1_SPACE else C1_CR_WS1
-            return END_BEFORE_THIS | ((C1_STEP_AT + nxt * C1_N_CLASSES) << ACTION_SHIFT)
-        return END_BEFORE_THIS | ((C1_STEP_AT + _cl100k_first(c) * C1_N_CLASSES)
-                                  << ACTION_SHIFT)
+            return _c1_go(END_BEFORE_THIS, C1_CR_SPACE1 if c == C1_SPACE else C1_CR_WS1)
+        return _c1_go(END_BEFORE_THIS, _cl100k_first(c))
     if after_cr:
         if c == C1_CRLF:
-            return RETRACT | ((C1_STEP_AT + C1_CR * C1_N_CLASSES) << ACTION_SHIFT)
+            return _c1_go(RETRACT, C1_CR)
         if blank:
-            nxt = C1_CR_SPACE if c == C1_SPACE else C1_CR_WS
-            return (C1_STEP_AT + nxt * C1_N_CLASSES) << ACTION_SHIFT
+            return _c1_go(0, C1_CR_SPACE if c == C1_SPACE else C1_CR_WS)
         # The stored end stays; `\s+(?!\S)` gives the run's last blank to what follows.
         if s == C1_CR_SPACE or s == C1_CR_WS:
             ends = END_BEFORE_PREVIOUS
@@ -323,7 +423,144 @@ def _cl100k_step(s, c):
     if grow < 0:
         ends |= END_BEFORE_THIS
         grow = _cl100k_first(c)
-    return ends | ((C1_STEP_AT + grow * C1_N_CLASSES) << ACTION_SHIFT)
+    return _c1_go(ends, grow)
+
+
+@njit(cache=True, nogil=True)
+def _o2_upper(c):
+    """Whether class ``c`` is UPPERISH (upper-case, "both" or a mark)."""
+    return c == O2_UP or c == O2_BOTH or c == O2_MARK or (
+        c >= O2_UP_STMD and c <= O2_LO_L and (c - O2_UP_STMD) % 2 == 0)
+
+
+@njit(cache=True, nogil=True)
+def _o2_lower_only(c):
+    """Whether class ``c`` is a lower-case letter (LOWERISH, not UPPERISH)."""
+    return c == O2_LO or (c >= O2_UP_STMD and c <= O2_LO_L and (c - O2_UP_STMD) % 2 == 1)
+
+
+@njit(cache=True, nogil=True)
+def _o200k_first(c):
+    """o200k state after the first character (class ``c``) of a piece."""
+    if c == O2_BOTH or c == O2_MARK:
+        return O2_UPPER_BOTH
+    if _o2_upper(c):
+        return O2_UPPER
+    if _o2_lower_only(c):
+        return O2_LOWER
+    if c == O2_NUMBER:
+        return O2_N1
+    if c == O2_SPACE:
+        return O2_PFX_SPACE
+    if c == O2_BLANK:
+        return O2_PFX_BLANK
+    if c == O2_CRLF:
+        return O2_CR
+    return O2_PFX_OTHER  # ' / and other punctuation
+
+
+@njit(cache=True, nogil=True)
+def _o200k_grow(s, c):
+    """o200k state after the piece in state ``s`` takes a character of class ``c``, or -1
+    when it ends before it (candidate ends: :func:`_o200k_step`)."""
+    other = c == O2_OTHER or c == O2_SLASH or c == O2_APOSTROPHE
+    blank = c == O2_SPACE or c == O2_BLANK
+    if s == O2_START:
+        return _o200k_first(c)
+    if c == O2_NUMBER and (s == O2_N1 or s == O2_N2):
+        return s + 1
+    if s == O2_PFX_SPACE or s == O2_PFX_BLANK or s == O2_PFX_OTHER:
+        if _o2_upper(c) or _o2_lower_only(c):
+            return _o200k_first(c)  # the prefix, then the letters as at a piece's start
+    if (other or c == O2_MARK) and (s == O2_PFX_SPACE or s == O2_PFX_OTHER or s == O2_OTHERS):
+        return O2_OTHERS
+    if c == O2_CRLF and (s == O2_PFX_OTHER or s == O2_OTHERS or s == O2_OTHERS_CRLF):
+        return O2_OTHERS_CRLF
+    if c == O2_SLASH and s == O2_OTHERS_CRLF:
+        return O2_OTHERS_CRLF
+    if s == O2_PFX_SPACE or s == O2_PFX_BLANK or s == O2_RUN_SPACE or s == O2_RUN_BLANK:
+        if blank:
+            return O2_RUN_SPACE if c == O2_SPACE else O2_RUN_BLANK
+        if c == O2_CRLF:
+            return O2_CR
+    if s == O2_LOWER and (_o2_lower_only(c) or c == O2_BOTH or c == O2_MARK):
+        return O2_LOWER
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _o2_go(ends, state):
+    """o200k's action word: the flags ``ends``, then go to ``state``."""
+    pending = (state >= O2_CR_SPACE1 and state <= O2_CR_BLANK) or state == O2_UPPER_CAND or (
+        state >= O2_QUOTE and state <= O2_QUOTE_L_LO)
+    return ends | (PENDING if pending else 0) | ((O2_STEP_AT + state * O2_N_CLASSES)
+                                                 << ACTION_SHIFT)
+
+
+@njit(cache=True, nogil=True)
+def _o200k_step(s, c):
+    """o200k's action word for a character of class ``c`` read in state ``s``."""
+    blank = c == O2_SPACE or c == O2_BLANK
+    if c == O2_END:
+        # Candidates stay: no alternative takes a run to the end as cl100k's `\s++$` does.
+        return 0 if s == O2_START else END_BEFORE_THIS
+    if s >= O2_QUOTE and s <= O2_QUOTE_L_LO:
+        done = (s == O2_QUOTE and (c == O2_UP_STMD or c == O2_LO_STMD)) or (
+            (s == O2_QUOTE_RV_UP or s == O2_QUOTE_RV_LO) and (c == O2_UP_E or c == O2_LO_E)) or (
+            (s == O2_QUOTE_L_UP or s == O2_QUOTE_L_LO) and (c == O2_UP_L or c == O2_LO_L))
+        if done:
+            return _o2_go(RETRACT, O2_CONTRACTION)
+        if s == O2_QUOTE and (O2_UP_RV <= c <= O2_LO_RV or O2_UP_L <= c <= O2_LO_L):
+            nxt = O2_QUOTE_RV_UP + (c - O2_UP_RV) if c <= O2_LO_RV else \
+                O2_QUOTE_L_UP + (c - O2_UP_L)
+            return _o2_go(0, nxt)
+        # No contraction: the end before ' stays, and ' starts the next piece as a prefix
+        # (with the letter read after it, if any): read c from there.
+        if s == O2_QUOTE:
+            s = O2_PFX_OTHER
+        elif s == O2_QUOTE_RV_UP or s == O2_QUOTE_L_UP:
+            s = O2_UPPER
+        else:
+            s = O2_LOWER
+    ends = 0
+    if s == O2_CR:
+        if c == O2_CRLF:
+            return _o2_go(0, O2_CR)
+        if blank:
+            return _o2_go(END_BEFORE_THIS, O2_CR_SPACE1 if c == O2_SPACE else O2_CR_BLANK1)
+        return _o2_go(END_BEFORE_THIS, _o200k_first(c))
+    if s >= O2_CR_SPACE1 and s <= O2_CR_BLANK:
+        if c == O2_CRLF:
+            return _o2_go(RETRACT, O2_CR)
+        if blank:
+            return _o2_go(0, O2_CR_SPACE if c == O2_SPACE else O2_CR_BLANK)
+        if s == O2_CR_SPACE or s == O2_CR_BLANK:
+            ends = END_BEFORE_PREVIOUS
+        s = O2_PFX_SPACE if (s == O2_CR_SPACE1 or s == O2_CR_SPACE) else O2_PFX_BLANK
+    elif (s == O2_RUN_SPACE or s == O2_RUN_BLANK) and not blank and c != O2_CRLF:
+        ends = END_BEFORE_PREVIOUS
+        s = O2_PFX_SPACE if s == O2_RUN_SPACE else O2_PFX_BLANK
+    elif s == O2_UPPER or s == O2_UPPER_BOTH or s == O2_UPPER_CAND:
+        if _o2_lower_only(c):
+            # The first alternative takes the whole run: a stored candidate goes back.
+            return _o2_go(RETRACT if s == O2_UPPER_CAND else 0, O2_LOWER)
+        if c == O2_BOTH or c == O2_MARK:
+            return _o2_go(RETRACT if s == O2_UPPER_CAND else 0, O2_UPPER_BOTH)
+        if _o2_upper(c):
+            if s == O2_UPPER_BOTH:
+                return _o2_go(END_BEFORE_THIS, O2_UPPER_CAND)  # the end after the "both"
+            return _o2_go(0, s)
+        if c == O2_APOSTROPHE:
+            # The run's pieces end here, unless a contraction follows.
+            return _o2_go(END_BEFORE_THIS, O2_QUOTE)
+        return _o2_go(END_BEFORE_THIS, _o200k_first(c))
+    elif s == O2_LOWER and c == O2_APOSTROPHE:
+        return _o2_go(END_BEFORE_THIS, O2_QUOTE)
+    grow = _o200k_grow(s, c)
+    if grow < 0:
+        ends |= END_BEFORE_THIS
+        grow = _o200k_first(c)
+    return _o2_go(ends, grow)
 
 
 @njit(cache=True, nogil=True)
@@ -334,15 +571,16 @@ def fill_automaton_tables(tables):
     ----------
     tables : numpy.ndarray
         ``uint32[SCANNER_TABLES_SIZE]``; ``[:128]`` hold the ASCII class words (their low
-        16 bits are the Unicode table's). Written: ``[G2_ASCII_AT:][:128]`` and
-        ``[C1_ASCII_AT:][:128]`` each automaton's class of each ASCII byte,
-        ``[G2_STEP_AT:]`` and ``[C1_STEP_AT:]`` their action words (``state * N_CLASSES
-        + class``; class ``*_END`` at a document's end).
+        16 bits are the Unicode table's). Written: at ``G2_ASCII_AT``, ``C1_ASCII_AT`` and
+        ``O2_ASCII_AT`` each automaton's class of each ASCII byte; at ``G2_STEP_AT``,
+        ``C1_STEP_AT`` and ``O2_STEP_AT`` their action words (``state * N_CLASSES +
+        class``; class ``*_END`` at a document's end).
     """
     for b in range(128):
         word = tables[b] & 0xFFFF
         tables[G2_ASCII_AT + b] = gpt2_class(word)
         tables[C1_ASCII_AT + b] = cl100k_class(word)
+        tables[O2_ASCII_AT + b] = o200k_class(word)
     for b in (0x73, 0x74, 0x6D, 0x64):  # gpt2: lower-case s t m d
         tables[G2_ASCII_AT + b] = G2_STMD
     tables[G2_ASCII_AT + 0x72] = G2_RV
@@ -355,9 +593,17 @@ def fill_automaton_tables(tables):
     tables[C1_ASCII_AT + 0x0D] = C1_CRLF
     tables[C1_ASCII_AT + 0x0A] = C1_CRLF
     tables[C1_ASCII_AT + 0x27] = C1_APOSTROPHE
+    tables[O2_ASCII_AT + 0x20] = O2_SPACE
+    tables[O2_ASCII_AT + 0x0D] = O2_CRLF
+    tables[O2_ASCII_AT + 0x0A] = O2_CRLF
+    tables[O2_ASCII_AT + 0x2F] = O2_SLASH
+    tables[O2_ASCII_AT + 0x27] = O2_APOSTROPHE
     for s in range(G2_N_STATES):
         for c in range(G2_N_CLASSES):
             tables[G2_STEP_AT + s * G2_N_CLASSES + c] = _gpt2_step(s, c)
     for s in range(C1_N_STATES):
         for c in range(C1_N_CLASSES):
             tables[C1_STEP_AT + s * C1_N_CLASSES + c] = _cl100k_step(s, c)
+    for s in range(O2_N_STATES):
+        for c in range(O2_N_CLASSES):
+            tables[O2_STEP_AT + s * O2_N_CLASSES + c] = _o200k_step(s, c)

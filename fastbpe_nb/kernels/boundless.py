@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 827b43aa4e320bf52189aa96e1e9b02930b2f2925f1b9ccdfaf28e094d814d8f
+#: kernel cache stamp: 5ce66b3547a455dfbb9e763503e0f4e3fa16dc9dda0a04e1727427f0b878fa4a
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

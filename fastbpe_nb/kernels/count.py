@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import N_SENTINELS, _scan_document, scanner_tables
-#: kernel cache stamp: 827b43aa4e320bf52189aa96e1e9b02930b2f2925f1b9ccdfaf28e094d814d8f
+#: kernel cache stamp: 5ce66b3547a455dfbb9e763503e0f4e3fa16dc9dda0a04e1727427f0b878fa4a
 
 
 @njit(cache=True, nogil=True, inline="always")

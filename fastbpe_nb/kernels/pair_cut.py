@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 48de334b8fece63dd565bc1c2b43f62eba6eb22927f78a053aa79096e0a8f889
+#: kernel cache stamp: 7dbcafed7c4860150df8c2c4abcbf350199b60fa46b5ae31cdf83725eb3be505
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -1,9 +1,10 @@
 """Numba pre-tokenizer kernels: exact ``regex.findall`` boundaries for four patterns.
 
-gpt2's and cl100k's patterns are small automata over the characters
+gpt2's, cl100k's and o200k's patterns are small automata over the characters
 (:mod:`fastbpe_nb.kernels.automata`), run over the bytes in one pass by
 :func:`_scan_automaton`: no decode window, no per-character buffers, pieces of any length
-in constant memory. The other patterns process each document in two passes:
+in constant memory. SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past
+any number of characters, takes two passes over each document:
 
 1. :func:`decode_document` decodes its UTF-8 once into a per-character
    "class word" array (``uint32``: the ``CLS_*``/``FOLD_*`` bits of
@@ -12,13 +13,8 @@ in constant memory. The other patterns process each document in two passes:
    ASCII characters the patterns name) and the byte offset of each character.
    Three ``CH_END`` sentinels follow the last character, so runs stop by
    themselves and two characters of lookahead never need a bounds check.
-2. One hand-written matcher per pattern (:func:`pieces_o200k`, :func:`pieces_superbpe`)
-   walks the class words and
-   reproduces the ``regex`` engine's leftmost-alternative, greedy, possessive
-   and backtracking behaviour for that pattern.  Backtracking is never
-   re-executed: the forward scan of a run remembers where a backtrack would
-   land (start of the last whitespace char, end of the last CR/LF, end of the
-   last o200k "lowerish" char).
+2. A hand-written matcher (:func:`pieces_superbpe`) walks the class words and reproduces
+   the ``regex`` engine's leftmost-alternative, greedy and look-ahead behaviour.
 
 Why this shape: Numba increments/decrements array reference counts around
 calls that are not inlined, which costs more than the work per character, so
@@ -49,20 +45,21 @@ from numba import njit, prange
 from .automata import (
     ACTION_SHIFT,
     C1_ASCII_AT,
-    C1_CR_SPACE1,
-    C1_CR_WS,
     C1_END,
-    C1_N_CLASSES,
     C1_STEP_AT,
     END_BEFORE_PREVIOUS,
     G2_ASCII_AT,
     G2_END,
-    G2_N_CLASSES,
     G2_STEP_AT,
+    O2_ASCII_AT,
+    O2_END,
+    O2_STEP_AT,
+    PENDING,
     SCANNER_TABLES_SIZE,
     cl100k_class,
     fill_automaton_tables,
     gpt2_class,
+    o200k_class,
 )
 from .unicode_classes import (
     CLS_L,
@@ -79,7 +76,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: 80c18f159f3bad6a81e8b1316c5392cdddc4be5aff2bf57ffc6b36d1bb502f52
+#: kernel cache stamp: 115adf3189380e894dd65025efb218139a4236a8ae003a03420869f3b909374a
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
@@ -105,9 +102,6 @@ WINDOW_BYTES = 1 << 15
 # Anything that is not matched by [^\s\p{L}\p{N}] ("other"); CH_END makes
 # runs of "other" stop at the end of the document.
 _NOT_OTHER = CLS_L | CLS_N | CLS_WS | CH_END
-# Whatever [^\r\n\p{L}\p{N}] excludes (the optional prefix of cl100k/o200k letters).
-_NOT_PREFIX = CLS_L | CLS_N | CH_CRLF | CH_END
-_FOLD_ONE_LETTER = FOLD_S | FOLD_D | FOLD_M | FOLD_T
 
 
 @njit(cache=True, nogil=True)
@@ -243,191 +237,6 @@ def decode_document(data, start, stop, end, stage1, stage2, ascii_words, words, 
     return n_chars
 
 
-@njit(cache=True, nogil=True)
-def contraction_length(w0, w1, w2):
-    """Length in characters of ``'(?i:[sdmt]|ll|ve|re)`` at a position.
-
-    This is also o200k's ``(?i:'s|'t|'re|'ve|'m|'ll|'d)`` (same strings).
-    The first letter decides the alternative (the generator checks that no
-    code point matches two contraction letters), so alternative order is
-    irrelevant.
-
-    Parameters
-    ----------
-    w0, w1, w2 : int
-        Class words of the character at the position and the next two.
-
-    Returns
-    -------
-    int
-        2 or 3, or 0 when there is no contraction.
-    """
-    if (w0 & CH_APOSTROPHE) == 0:
-        return 0
-    if (w1 & _FOLD_ONE_LETTER) != 0:
-        return 2
-    if (w1 & FOLD_L) != 0 and (w2 & FOLD_L) != 0:
-        return 3
-    if (w1 & (FOLD_V | FOLD_R)) != 0 and (w2 & FOLD_E) != 0:
-        return 3
-    return 0
-
-
-@njit(cache=True, nogil=True)
-def whitespace_lookahead_end(start, run_end, n_chars):
-    """End of ``\\s+(?!\\S)`` falling back to ``\\s+`` for a whitespace run.
-
-    Parameters
-    ----------
-    start, run_end : int
-        Character range of the maximal whitespace run (``run_end > start``).
-    n_chars : int
-        Number of characters in the document.
-
-    Returns
-    -------
-    int
-        ``run_end`` at the end of the document; otherwise the run minus its
-        last character (which the following non-space keeps), or one char if
-        that would leave nothing.
-    """
-    if run_end == n_chars or run_end - 1 == start:
-        return run_end
-    return run_end - 1
-
-
-# The matchers below track `reach`, the highest character index a piece's
-# scan looked at (two chars of lookahead included).  In a truncated window a
-# piece that looked at the sentinels (`reach >= n_chars`) is not emitted: the
-# caller re-decodes the document from that piece's start.
-
-
-@njit(cache=True, nogil=True)
-def pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
-    """Append the o200k piece ends of one decoded window.
-
-    ``[^\\r\\n\\p{L}\\p{N}]?[UPPERISH]*[LOWERISH]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|``
-    ``[^\\r\\n\\p{L}\\p{N}]?[UPPERISH]+[LOWERISH]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|``
-    ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``
-    with UPPERISH = ``[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]`` and
-    LOWERISH = ``[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]``.
-
-    Parameters
-    ----------
-    data : numpy.ndarray
-        ``uint8[n_bytes]`` UTF-8 bytes (unused; the matchers share one signature).
-    words : numpy.ndarray
-        ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
-    char_offsets : numpy.ndarray
-        ``int64[>= n_chars + 1]`` from :func:`decode_document`.
-    n_chars : int
-        Number of decoded characters.
-    truncated : bool
-        Whether the document continues after the decoded characters.
-    piece_offsets : numpy.ndarray
-        ``int64[capacity]`` output; piece ends go to ``piece_offsets[n_pieces + 1:]``.
-    n_pieces : int
-        Pieces written so far.
-
-    Returns
-    -------
-    n_pieces : int
-        Updated piece count.
-    n_consumed : int
-        Characters covered by the emitted pieces (``n_chars`` unless truncated).
-    """
-    i = 0
-    while i < n_chars:
-        w = words[i]
-        j = -1
-        reach = i + 2
-        # The prefix [^\r\n\p{L}\p{N}]? is greedy, not possessive: each letter
-        # alternative is tried with the prefix char, then without it.  Without
-        # it only matters when the char is itself UPPERISH/LOWERISH (a mark).
-        has_prefix = (w & _NOT_PREFIX) == 0
-        letter_like = (w & (CLS_UPPERISH | CLS_LOWERISH)) != 0
-        # Alternative 1: [UPPERISH]*[LOWERISH]+ contraction?
-        for attempt in range(2):
-            start = i + 1 - attempt
-            if (attempt == 0 and not has_prefix) or (attempt == 1 and not letter_like):
-                continue
-            upper_end = start
-            last_lowerish_end = -1
-            while (words[upper_end] & CLS_UPPERISH) != 0:
-                upper_end += 1
-                if (words[upper_end - 1] & CLS_LOWERISH) != 0:
-                    last_lowerish_end = upper_end
-            reach = max(reach, upper_end)
-            if (words[upper_end] & CLS_LOWERISH) != 0:
-                lower_end = upper_end + 1
-                while (words[lower_end] & CLS_LOWERISH) != 0:
-                    lower_end += 1
-            elif last_lowerish_end >= 0:
-                # Backtrack the UPPERISH run to its last char that is also
-                # LOWERISH; the char after it is not LOWERISH, so [LOWERISH]+
-                # matches that single char.
-                lower_end = last_lowerish_end
-            else:
-                continue
-            reach = max(reach, lower_end + 2)
-            j = lower_end + contraction_length(
-                words[lower_end], words[lower_end + 1], words[lower_end + 2]
-            )
-            break
-        # Alternative 2: [UPPERISH]+[LOWERISH]* contraction?
-        if j < 0:
-            for attempt in range(2):
-                start = i + 1 - attempt
-                if (attempt == 0 and not has_prefix) or (attempt == 1 and not letter_like):
-                    continue
-                if (words[start] & CLS_UPPERISH) == 0:
-                    continue
-                lower_end = start + 1
-                while (words[lower_end] & CLS_UPPERISH) != 0:
-                    lower_end += 1
-                while (words[lower_end] & CLS_LOWERISH) != 0:
-                    lower_end += 1
-                reach = max(reach, lower_end + 2)
-                j = lower_end + contraction_length(
-                    words[lower_end], words[lower_end + 1], words[lower_end + 2]
-                )
-                break
-        if j >= 0:
-            pass
-        elif (w & CLS_N) != 0:
-            # \p{N}{1,3}
-            j = i + 1
-            while j < i + 3 and (words[j] & CLS_N) != 0:
-                j += 1
-        elif (w & _NOT_OTHER) == 0 or ((w & CH_SPACE) != 0 and (words[i + 1] & _NOT_OTHER) == 0):
-            # ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
-            j = i + 1 if (w & _NOT_OTHER) == 0 else i + 2
-            while (words[j] & _NOT_OTHER) == 0:
-                j += 1
-            while (words[j] & (CH_CRLF | CH_SLASH)) != 0:
-                j += 1
-        else:
-            # Whitespace run; note where \s*[\r\n]+ would backtrack to.
-            run_end = i
-            last_crlf_end = -1
-            while (words[run_end] & CLS_WS) != 0:
-                run_end += 1
-                if (words[run_end - 1] & CH_CRLF) != 0:
-                    last_crlf_end = run_end
-            reach = max(reach, run_end)
-            if last_crlf_end >= 0:  # \s*[\r\n]+
-                j = last_crlf_end
-            else:  # \s+(?!\S) or \s+
-                j = whitespace_lookahead_end(i, run_end, n_chars)
-        reach = max(reach, j)
-        if truncated and reach >= n_chars:
-            break
-        n_pieces += 1
-        piece_offsets[n_pieces] = char_offsets[j]
-        i = j
-    return n_pieces, i
-
-
 @njit(cache=True, nogil=True, inline="always")
 def superbpe_piece_end(words, i, n_chars):
     """End (character index) of the SuperBPE stage-2 piece that starts at character ``i``
@@ -532,7 +341,7 @@ def scanner_tables(stage1, stage2):
 @njit(cache=True, nogil=True)
 def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, piece_offsets,
                     n_pieces):
-    """gpt2's or cl100k's pieces of the document ``data[:end]`` from ``pos`` (a piece
+    """gpt2's, cl100k's or o200k's pieces of the document ``data[:end]`` from ``pos`` (a piece
     start), by its automaton (:mod:`fastbpe_nb.kernels.automata`), until a piece ends at
     or after ``limit`` (or the document does).
 
@@ -540,17 +349,17 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
     the last piece emitted, the count, and the buffer (grown if it had to be). Characters
     read past the last piece's end are read again by the next call, from the start state.
     """
-    cl100k = pattern_id == PATTERN_CL100K
-    ascii_at = np.uint64(C1_ASCII_AT if cl100k else G2_ASCII_AT)
-    n_classes = C1_N_CLASSES if cl100k else G2_N_CLASSES
-    step_at = C1_STEP_AT if cl100k else G2_STEP_AT
-    end_class = np.uint64(C1_END if cl100k else G2_END)
-    # cl100k's states whose last stored end is only a candidate (RETRACT may take it back).
-    candidate_lo = step_at + C1_CR_SPACE1 * n_classes
-    candidate_hi = step_at + C1_CR_WS * n_classes
+    if pattern_id == PATTERN_GPT2:
+        ascii_at, step_at, end_class = G2_ASCII_AT, G2_STEP_AT, G2_END
+    elif pattern_id == PATTERN_CL100K:
+        ascii_at, step_at, end_class = C1_ASCII_AT, C1_STEP_AT, C1_END
+    else:
+        ascii_at, step_at, end_class = O2_ASCII_AT, O2_STEP_AT, O2_END
+    u_ascii_at = np.uint64(ascii_at)
     n_first = n_pieces
     first = pos
     row = np.uint64(step_at)  # the start state's actions (state 0)
+    act = np.uint64(0)
     prev = pos  # where the previous character starts
     stop = min(end, max(limit, pos + 1))
     step = 256
@@ -571,7 +380,7 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
             b0 = np.uint64(data[u_pos])
             n_bytes = one
             if b0 < 0x80:
-                c = np.uint64(tables[ascii_at + b0])
+                c = np.uint64(tables[u_ascii_at + b0])
             else:
                 p = np.int64(u_pos)
                 b1 = np.int64(data[p + 1]) if p + 1 < end else 0
@@ -582,7 +391,12 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
                 word = 0  # an undecodable byte is "other"
                 if code_point >= 0:
                     word = stage2[np.int64(stage1[code_point >> 8]) * 256 + (code_point & 0xFF)]
-                c = np.uint64(cl100k_class(word) if cl100k else gpt2_class(word))
+                if pattern_id == PATTERN_GPT2:
+                    c = np.uint64(gpt2_class(word))
+                elif pattern_id == PATTERN_CL100K:
+                    c = np.uint64(cl100k_class(word))
+                else:
+                    c = np.uint64(o200k_class(word))
             act = np.uint64(tables[row + c])
             # Branch-free: take back a candidate end, write both ends, count the ones the
             # action asks for.
@@ -596,17 +410,15 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
             u_pos += n_bytes
         pos, prev, n_pieces = np.int64(u_pos), np.int64(u_prev), np.int64(u_n)
         if pos >= end:
-            act = np.int64(tables[row + end_class])
-            n_pieces -= (act >> 2) & 1
+            last = np.int64(tables[row + np.uint64(end_class)])
+            n_pieces -= (last >> 2) & 1
             piece_offsets[n_pieces + 1] = prev
-            n_pieces += act & END_BEFORE_PREVIOUS
+            n_pieces += last & END_BEFORE_PREVIOUS
             piece_offsets[n_pieces + 1] = end
-            n_pieces += (act >> 1) & 1
+            n_pieces += (last >> 1) & 1
             return end, n_pieces, piece_offsets
         # Stop at the last end that is final (not a candidate) once it reaches limit.
-        n_final = n_pieces
-        if cl100k and np.int64(row) >= candidate_lo and np.int64(row) <= candidate_hi:
-            n_final -= 1
+        n_final = n_pieces - (1 if (np.int64(act) & PENDING) != 0 else 0)
         if n_final > n_first and piece_offsets[n_final] >= limit:
             return piece_offsets[n_final], n_final, piece_offsets
         # No final end at or after limit yet: read on, further each time (a long run).
@@ -760,7 +572,7 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
     window buffers, ``words.shape[0] - N_SENTINELS`` characters) and ``piece_offsets``
     grow when needed and are returned with ``pos``, ``n_pieces`` and ``window``.
     """
-    if pattern_id == PATTERN_GPT2 or pattern_id == PATTERN_CL100K:
+    if pattern_id != PATTERN_SUPERBPE:
         if pos < end and pos < limit:
             pos, n_pieces, piece_offsets = _scan_automaton(data, pos, end, limit, pattern_id,
                                                            tables, stage1, stage2,
@@ -785,7 +597,7 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
             data, pos, stop, end, stage1, stage2, tables, words, char_offsets
         )
         truncated = char_offsets[n_chars] < end
-        n_pieces, n_consumed = _match(pattern_id, data, words, char_offsets, n_chars, truncated,
+        n_pieces, n_consumed = pieces_superbpe(data, words, char_offsets, n_chars, truncated,
                                       piece_offsets, n_pieces)
         if n_consumed > 0:
             pos = char_offsets[n_consumed]
@@ -800,7 +612,7 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
                              dtype=np.int64)
             grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
             piece_offsets = grown
-        ends_at = _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2,
+        ends_at = _first_piece_shortened(data, pos, end, stage1, stage2,
                                          tables, window, stream_bytes, words,
                                          char_offsets, n_chars, piece_offsets, n_pieces)
         if ends_at > pos:
@@ -814,48 +626,34 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
     return pos, n_pieces, piece_offsets, window, words, char_offsets
 
 
-@njit(cache=True, nogil=True)
-def _match(pattern_id, data, words, char_offsets, n_chars, truncated, piece_offsets, n_pieces):
-    """The named pattern's matcher on one decoded window: ``(n_pieces, n_consumed)``."""
-    if pattern_id == PATTERN_O200K:
-        return pieces_o200k(data, words, char_offsets, n_chars, truncated, piece_offsets,
-                            n_pieces)
-    return pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets,
-                           n_pieces)
-
-
-#: Characters kept at each end of a shortened stretch (contractions look 3 ahead).
+#: Characters kept at each end of a shortened stretch (the matcher looks 2 ahead).
 KEEP_CHARS = 4
 #: Bytes decoded at a time while streaming over the rest of a stretch. A tunable: the
 #: kernels take it as ``stream_bytes``; this is what the Python callers pass.
 STREAM_BYTES = 4096
-#: Class-word bits a stretch may vary in: the contraction letters, which only matter right
-#: after an apostrophe (an apostrophe ends a stretch, so the letters after it are kept).
-_UNFOLD = ~np.uint32(FOLD_S | FOLD_D | FOLD_M | FOLD_T | FOLD_L | FOLD_V | FOLD_E | FOLD_R)
-#: gpt2 and cl100k never look at o200k's case classes: a run of mixed-case letters is one
-#: stretch for them.
-_UNFOLD_UNCASED = _UNFOLD & ~np.uint32(CLS_UPPERISH | CLS_LOWERISH)
+#: Class-word bits a stretch may vary in: the contraction letters and letter case, which
+#: SuperBPE's pattern never reads (a run of letters of any case is one stretch).
+_STRETCH_BITS = ~np.uint32(FOLD_S | FOLD_D | FOLD_M | FOLD_T | FOLD_L | FOLD_V | FOLD_E | FOLD_R
+                           | CLS_UPPERISH | CLS_LOWERISH)
 
 
 @njit(cache=True, nogil=True)
-def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_words, window,
-                           stream_bytes, words, char_offsets, n_chars, piece_offsets, n_pieces):
+def _first_piece_shortened(data, pos, end, stage1, stage2, ascii_words, window, stream_bytes,
+                           words, char_offsets, n_chars, piece_offsets, n_pieces):
     """End of the first piece of a window it spans, found without decoding all of it; or
     ``pos`` when this does not apply (the caller then grows the window).
 
     Applies when the window (``words[:n_chars]``, from ``pos``) ends in a stretch of
-    characters whose class words are equal (contraction-letter bits aside, and for gpt2
-    and cl100k the o200k case bits: letters of either case are one stretch) and the stretch
-    goes on at least ``KEEP_CHARS`` characters past the window. The rest of the stretch is
+    characters whose class words are equal (``_STRETCH_BITS`` aside) and the stretch goes
+    on at least ``KEEP_CHARS`` characters past the window. The rest of the stretch is
     only streamed over; the matcher then runs on the window up to the stretch's first
     ``KEEP_CHARS`` characters, its last ``KEEP_CHARS`` and a window of what follows, with
-    the real byte offsets. In every named pattern a run of equal characters is matched
-    the same at any length from 2 * KEEP_CHARS (greedy runs, ``\\s+(?!\\S)``'s last
-    character, ``\\s*[\\r\\n]+``'s last newline, which the kept end holds if the stretch
-    has any), except ``\\p{N}{1,3}``, whose pieces never span a window: only this first
-    piece is taken from the shortened window.
+    the real byte offsets. SuperBPE's pattern matches a run of equal characters the same
+    at any length from 2 * KEEP_CHARS (greedy runs, `` +(?!\\S)``'s last space, the gap),
+    except ``\\p{N}{1,3}``, whose pieces never span a window: only this first piece is
+    taken from the shortened window.
     """
-    unfold = _UNFOLD if pattern_id == PATTERN_O200K else _UNFOLD_UNCASED
+    unfold = _STRETCH_BITS
     last = words[n_chars - 1] & unfold
     r = n_chars - 1
     while r > 0 and (words[r - 1] & unfold) == last:
@@ -903,7 +701,7 @@ def _first_piece_shortened(data, pos, end, pattern_id, stage1, stage2, ascii_wor
     if n_pieces + 1 + n_short > piece_offsets.shape[0]:
         return pos
     truncated = short_offsets[n_short] < end
-    _, n_consumed = _match(pattern_id, data, short_words, short_offsets, n_short, truncated,
+    _, n_consumed = pieces_superbpe(data, short_words, short_offsets, n_short, truncated,
                            piece_offsets, n_pieces)
     if n_consumed == 0:
         return pos
