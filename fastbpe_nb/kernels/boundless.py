@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 5ce66b3547a455dfbb9e763503e0f4e3fa16dc9dda0a04e1727427f0b878fa4a
+#: kernel cache stamp: d9d5b83aad244a32ff827defe643195e96f0625c11e30d3a0944360e32051157
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

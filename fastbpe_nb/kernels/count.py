@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import N_SENTINELS, _scan_document, scanner_tables
-#: kernel cache stamp: 5ce66b3547a455dfbb9e763503e0f4e3fa16dc9dda0a04e1727427f0b878fa4a
+#: kernel cache stamp: d9d5b83aad244a32ff827defe643195e96f0625c11e30d3a0944360e32051157
 
 
 @njit(cache=True, nogil=True, inline="always")

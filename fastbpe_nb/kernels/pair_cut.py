@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 7dbcafed7c4860150df8c2c4abcbf350199b60fa46b5ae31cdf83725eb3be505
+#: kernel cache stamp: e2b445ff5bd2828909fbe69812f688c49e6626dcf86e8847560c4db2055ebc38
 
 
 @njit(cache=True, nogil=True, _nrt=False)

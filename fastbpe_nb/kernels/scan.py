@@ -300,10 +300,33 @@ def pieces_superbpe(data, words, char_offsets, n_chars, truncated, piece_offsets
     """Append the SuperBPE stage-2 piece ends of one decoded window.
 
     ``\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]{2,}[\\r\\n/]*| +(?!\\S)|[\\r\\n]+|gap``, the gap being
-    ``(?:(?!<the first four>)[\\s\\S])+`` (``pretokenize.SUPERBPE_PATTERN``). Same
-    parameters and results as :func:`pieces_o200k`; a piece is emitted only when the window
-    holds the two characters after its end, which is as far as
-    :func:`superbpe_piece_end` looks.
+    ``(?:(?!<the first four>)[\\s\\S])+`` (``pretokenize.SUPERBPE_PATTERN``). A piece is
+    emitted only when the window holds the two characters after its end, which is as far
+    as :func:`superbpe_piece_end` looks.
+
+    Parameters
+    ----------
+    data : numpy.ndarray
+        ``uint8[n_bytes]`` UTF-8 bytes (unused: the class words say all it reads).
+    words : numpy.ndarray
+        ``uint32[>= n_chars + N_SENTINELS]`` from :func:`decode_document`.
+    char_offsets : numpy.ndarray
+        ``int64[>= n_chars + 1]`` from :func:`decode_document`.
+    n_chars : int
+        Number of decoded characters.
+    truncated : bool
+        Whether the document continues after the decoded characters.
+    piece_offsets : numpy.ndarray
+        ``int64[capacity]`` output; piece ends go to ``piece_offsets[n_pieces + 1:]``.
+    n_pieces : int
+        Pieces written so far.
+
+    Returns
+    -------
+    n_pieces : int
+        Updated piece count.
+    n_consumed : int
+        Characters covered by the emitted pieces (``n_chars`` unless truncated).
     """
     i = 0
     while i < n_chars:
