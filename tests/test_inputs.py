@@ -632,3 +632,43 @@ def test_is_utf8_judges_as_pythons_strict_decoder(parts, tail):
         valid = False
     assert is_utf8(raw) == valid
     assert is_utf8(memoryview(raw)) == valid
+
+
+def _three_batch_files(tmp_path):
+    table = pa.table({"text": ["the cat sat on the mat"] * 50})
+    arrow = str(tmp_path / "c.arrow")
+    with ipc.new_file(arrow, table.schema) as writer:
+        for _ in range(3):
+            writer.write_table(table)
+    parquet = str(tmp_path / "c.parquet")
+    pq.write_table(pa.concat_tables([table] * 3), parquet, row_group_size=50)
+    return arrow, parquet
+
+
+@pytest.mark.parametrize("kind", ["arrow", "parquet"])
+@pytest.mark.parametrize("on_bad_input", ["error", "skip"])
+def test_reading_out_of_memory_is_not_an_unreadable_file(tmp_path, monkeypatch, kind,
+                                                         on_bad_input):
+    """pyarrow running out of memory in the middle of a file is OutOfMemoryError naming the
+    file, not CorpusReadError "not a readable file": the file is fine, and on_bad_input=
+    "skip" must not drop it from the training as a bad file."""
+    from fastbpe_nb.io import arrow_text
+
+    arrow, parquet = _three_batch_files(tmp_path)
+    name = "ipc_batches" if kind == "arrow" else "row_group_batches"
+    real = getattr(arrow_text, name)
+
+    def failing(*args, **kwargs):
+        batches = real(*args, **kwargs)
+        yield next(batches)
+        raise pa.ArrowMemoryError("malloc of size 1073741824 failed")
+
+    monkeypatch.setattr(arrow_text, name, failing)
+    if kind == "parquet":  # each row group read alone (small ones are read together)
+        monkeypatch.setattr(arrow_text, "parquet_read_plan",
+                            lambda pf: [([g], 1000) for g in range(pf.num_row_groups)])
+    path = arrow if kind == "arrow" else parquet
+    with pytest.raises(fb.OutOfMemoryError, match=r"c\.(arrow|parquet).*out of memory") as info:
+        fb.train_files([path], vocab_size=300, on_bad_input=on_bad_input)
+    assert not isinstance(info.value, fb.CorpusReadError)
+    assert "1073741824" in str(info.value)

@@ -13,6 +13,7 @@ from ..errors import CorpusReadError, TextColumnTypeError
 from . import arrow_text
 from .arrow_text import row_group_batches
 from .input_files import ARROW_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, file_kind
+from .table_files import read_failure
 
 TABLE_SUFFIXES = PARQUET_SUFFIXES + ARROW_SUFFIXES + JSONL_SUFFIXES
 #: What ``file_kind`` calls the inputs encode reads (JSONL also compressed: ``x.jsonl.zst``).
@@ -57,7 +58,7 @@ def open_input(path: str, columns: list[str]):
                 schema = first.schema
                 batches = itertools.chain([first], stream)
     except Exception as exc:
-        raise CorpusReadError(f"{path}: not a readable {kind} file ({exc})") from None
+        raise read_failure(f"{path}: not a readable {kind} file", exc) from None
     names = schema.names
     for k, c in enumerate(columns):
         if c not in names:
@@ -143,7 +144,7 @@ def _arrow_batches(batches, path, columns):
             yield row, batch.select(columns)
             row += batch.num_rows
     except Exception as exc:
-        raise CorpusReadError(f"{path}: not a readable arrow file after row {row} ({exc})") from None
+        raise read_failure(f"{path}: not a readable arrow file after row {row}", exc) from None
 
 
 def text_slices(batches, column, path):

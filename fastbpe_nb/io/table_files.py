@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CorpusReadError
+from ..errors import CorpusReadError, FastBPEError, OutOfMemoryError
 from .file_bytes import open_regular
 from .input_files import compression_suffix
 from .read_stats import ReadStats
@@ -77,6 +77,17 @@ def _arrow_batches(array, stats: ReadStats, policy: Utf8Policy, where, prefix=No
         base += len(chunk)
 
 
+def read_failure(what: str, exc: BaseException) -> FastBPEError:
+    """The error for a corpus read that raised ``exc`` (``what``: the file and, where known,
+    the row or row group): ``OutOfMemoryError`` when pyarrow ran out of memory (the file
+    is not at fault, and saying it is unreadable would send the user the wrong way),
+    ``CorpusReadError`` otherwise."""
+    if isinstance(exc, MemoryError):
+        return OutOfMemoryError(f"{what}: out of memory while reading ({exc or 'MemoryError'}); "
+                                "the file itself may be fine: free memory and read it again")
+    return CorpusReadError(f"{what} ({exc})")
+
+
 def read_parquet(path: str, column: str, stats: ReadStats,
                  max_invalid_utf8: float = DEFAULT_MAX_INVALID_UTF8):
     """Yield batches of one Parquet file, one row group at a time."""
@@ -89,7 +100,7 @@ def read_parquet(path: str, column: str, stats: ReadStats,
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for bad files
-        raise CorpusReadError(f"{path}: not a readable Parquet file ({exc})") from None
+        raise read_failure(f"{path}: not a readable Parquet file", exc) from None
     from .arrow_text import describe_row_groups, parquet_read_plan, row_group_batches
 
     policy = Utf8Policy(path, max_invalid_utf8, stats)
@@ -111,7 +122,7 @@ def read_parquet(path: str, column: str, stats: ReadStats,
             except StopIteration:
                 break
             except Exception as exc:
-                raise CorpusReadError(f"{path}: {where}: cannot read ({exc})") from None
+                raise read_failure(f"{path}: {where}: cannot read", exc) from None
             col = _column_of(batch, column, path, where)
             yield from _arrow_batches(col, stats, policy, lambda r, i, b=row, g=where: (
                 f"row {b + r:,} ({g}), byte {i:,} of the value"), f"{path}: column {column!r}", row)
@@ -140,10 +151,11 @@ def read_arrow(path: str, column: str, stats: ReadStats,
                 f"row {base + r:,} (record batch {k}), byte {b:,} of the value"),
                 f"{path}: column {column!r}", row)
             row += batch.num_rows
-    except CorpusReadError:
+    except FastBPEError:
         raise
     except FileNotFoundError as exc:
         raise CorpusReadError(f"{path}: cannot open ({exc.strerror or exc})") from None
     except Exception as exc:
-        raise CorpusReadError(f"{path}: not a readable Arrow IPC file ({exc})") from None
+        raise read_failure(f"{path}: not a readable Arrow IPC file (at row {row:,})", exc) \
+            from None
     policy.check(final=True)
