@@ -59,6 +59,9 @@ KERNEL_CONSTANTS = {
         # CH_END words after a document's last character: the matchers' look-ahead, so
         # the size of every word buffer.
         "N_SENTINELS",
+        # Slots every piece buffer keeps beyond one per byte for the automata's
+        # branch-free stores (their correctness, see _scan_automaton).
+        "SCAN_SLACK",
         # Characters kept at each end of a shortened stretch: the patterns' longest
         # look-ahead (correctness, not speed; see _first_piece_shortened).
         "KEEP_CHARS",

@@ -21,8 +21,8 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
-from .scan import N_SENTINELS, _scan_document, scanner_tables
-#: kernel cache stamp: d9d5b83aad244a32ff827defe643195e96f0625c11e30d3a0944360e32051157
+from .scan import N_SENTINELS, SCAN_SLACK, _scan_document, scanner_tables
+#: kernel cache stamp: 2b726a08e89334b8d2c24ae41d804d9deafe1dfcf79facf46f5787ea942adc91
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -407,7 +407,7 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tabl
     window = window_bytes
     words = np.empty(window + N_SENTINELS, dtype=np.uint32)
     char_offsets = np.empty(window + 1, dtype=np.int64)
-    pieces = np.empty(chunk_bytes + window + 2, dtype=np.int64)
+    pieces = np.empty(chunk_bytes + window + SCAN_SLACK, dtype=np.int64)
     n_slots = 1 << 12
     slots = np.full(2 * n_slots, EMPTY, dtype=np.int64)
     u_slot = np.empty(cap, dtype=np.int64)  # where each word's count is (u_count at the end)

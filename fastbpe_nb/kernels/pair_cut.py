@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: e2b445ff5bd2828909fbe69812f688c49e6626dcf86e8847560c4db2055ebc38
+#: kernel cache stamp: 0a7230459b0075c0dc70954eca3e00e5cb33bd98e706640b12bbd5905aed8e49
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -93,6 +93,9 @@ CH_APOSTROPHE = 1 << 18
 CH_SLASH = 1 << 19
 CH_END = 1 << 20  # sentinel after the last character of a document
 N_SENTINELS = 3
+#: Slots an automaton scan keeps free beyond one per byte it reads (see _scan_automaton);
+#: every piece buffer a kernel sizes for its bytes adds them.
+SCAN_SLACK = 8
 # Initial decode window in bytes: the per-character buffers (12 bytes per
 # char) stay in L2 instead of page-faulting fresh memory for big documents.
 # A tunable: the kernels take it as ``window_bytes``; this is what the Python
@@ -380,18 +383,20 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
         ascii_at, step_at, end_class = O2_ASCII_AT, O2_STEP_AT, O2_END
     u_ascii_at = np.uint64(ascii_at)
     n_first = n_pieces
-    first = pos
     row = np.uint64(step_at)  # the start state's actions (state 0)
     act = np.uint64(0)
     prev = pos  # where the previous character starts
     stop = min(end, max(limit, pos + 1))
-    step = 256
+    round_bytes = max(stop - pos, 256)  # past limit, read on a chunk like this one at a time
     while True:
-        # A piece holds a byte, so the ends fit in stop - first slots after n_first; the
-        # branch-free stores write one slot past the count, never past that.
-        if n_first + 1 + (stop - first) > piece_offsets.shape[0]:
-            grown = np.empty(max(2 * piece_offsets.shape[0], n_first + 1 + (stop - first)),
-                             dtype=np.int64)
+        # The ends stored while reading pos..stop are distinct character starts from the
+        # previous character's on (an end is stored at most one character back), so they
+        # take at most stop - pos + 5 slots, and the branch-free stores write one past the
+        # count: SCAN_SLACK covers both. Sized by what is read, not by the document: a
+        # long run stores no end until it ends.
+        if n_pieces + SCAN_SLACK + (stop - pos) > piece_offsets.shape[0]:
+            grown = np.empty(max(2 * piece_offsets.shape[0],
+                                 n_pieces + SCAN_SLACK + (stop - pos)), dtype=np.int64)
             grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
             piece_offsets = grown
         # The loop counts in unsigned integers: Numba then adds no negative-index fix-ups,
@@ -444,9 +449,8 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
         n_final = n_pieces - (1 if (np.int64(act) & PENDING) != 0 else 0)
         if n_final > n_first and piece_offsets[n_final] >= limit:
             return piece_offsets[n_final], n_final, piece_offsets
-        # No final end at or after limit yet: read on, further each time (a long run).
-        stop = min(end, pos + step)
-        step *= 2
+        # No final end at or after limit yet (a long run): read on, a round at a time.
+        stop = min(end, pos + round_bytes)
 
 
 @njit(cache=True, nogil=True)
@@ -499,7 +503,8 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
     doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     # Every piece holds at least one byte, which bounds the piece count
     # (pages of this buffer that are never written are never touched).
-    piece_offsets = np.empty(doc_offsets[n_docs] - doc_offsets[0] + 1, dtype=np.int64)
+    piece_offsets = np.empty(doc_offsets[n_docs] - doc_offsets[0] + SCAN_SLACK,
+                             dtype=np.int64)
     piece_offsets[0] = doc_offsets[0]
     # Documents are decoded through a window of at most `window` bytes so the
     # per-character buffers stay in cache; it grows when one piece needs more.
@@ -528,7 +533,8 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
     parallel; the same results.
 
     Each block writes its pieces into its own region of one buffer: the block's bytes plus
-    one slot (every piece holds at least a byte, so a block never outgrows its region);
+    ``SCAN_SLACK`` slots (every piece holds at least a byte, so a block never outgrows its
+    region);
     the regions are then joined in block order, each block copying its own in parallel.
     Parameters as ``scan_batch``, plus ``n_blocks >= 1``.
     """
@@ -540,15 +546,15 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
     if n_docs < 0:
         raise ValueError("doc_offsets must have at least one entry")
     base = doc_offsets[0]
-    regions = np.empty(doc_offsets[n_docs] - base + n_blocks, dtype=np.int64)
+    regions = np.empty(doc_offsets[n_docs] - base + SCAN_SLACK * n_blocks, dtype=np.int64)
     doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     counts = np.zeros(n_blocks, dtype=np.int64)
     tables = scanner_tables(stage1, stage2)
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
-        r0 = doc_offsets[d0] - base + blk
-        region = regions[r0:r0 + doc_offsets[d1] - doc_offsets[d0] + 1]
+        r0 = doc_offsets[d0] - base + SCAN_SLACK * blk
+        region = regions[r0:r0 + doc_offsets[d1] - doc_offsets[d0] + SCAN_SLACK]
         region[0] = doc_offsets[d0]
         window = window_bytes
         words = np.empty(window + N_SENTINELS, dtype=np.uint32)
@@ -575,7 +581,7 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
-        r0 = doc_offsets[d0] - base + blk
+        r0 = doc_offsets[d0] - base + SCAN_SLACK * blk
         at = firsts[blk]
         piece_offsets[at + 1:at + 1 + counts[blk]] = regions[r0 + 1:r0 + 1 + counts[blk]]
         for d in range(d0, d1):
@@ -764,7 +770,8 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, window_byte
     window = window_bytes
     words = np.empty(window + N_SENTINELS, dtype=np.uint32)
     char_offsets = np.empty(window + 1, dtype=np.int64)
-    piece_offsets = np.empty(min(end - start, limit - start + window) + 1, dtype=np.int64)
+    piece_offsets = np.empty(min(end - start, limit - start + window) + SCAN_SLACK,
+                             dtype=np.int64)
     piece_offsets[0] = start
     pos, n_pieces, piece_offsets, _, _, _ = _scan_document(
         data, start, end, limit, pattern_id, stage1, stage2, scanner_tables(stage1, stage2),
