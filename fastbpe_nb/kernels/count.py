@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import N_SENTINELS, SCAN_SLACK, _scan_document, scanner_tables
-#: kernel cache stamp: 2b726a08e89334b8d2c24ae41d804d9deafe1dfcf79facf46f5787ea942adc91
+#: kernel cache stamp: ced166de41a57a70e31b1f1d0ec2ace070d215f26e011923f394b1c5d22cf226
 
 
 @njit(cache=True, nogil=True, inline="always")

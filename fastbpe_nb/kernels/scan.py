@@ -387,7 +387,10 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
     act = np.uint64(0)
     prev = pos  # where the previous character starts
     stop = min(end, max(limit, pos + 1))
-    round_bytes = max(stop - pos, 256)  # past limit, read on a chunk like this one at a time
+    # Past limit, read on in rounds of 256 bytes, doubling up to the first round's size: the
+    # next end is usually a few bytes on, and a long run never needs a larger buffer.
+    round_bytes = 256
+    max_round = max(stop - pos, 256)
     while True:
         # The ends stored while reading pos..stop are distinct character starts from the
         # previous character's on (an end is stored at most one character back), so they
@@ -451,6 +454,7 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
             return piece_offsets[n_final], n_final, piece_offsets
         # No final end at or after limit yet (a long run): read on, a round at a time.
         stop = min(end, pos + round_bytes)
+        round_bytes = min(2 * round_bytes, max_round)
 
 
 @njit(cache=True, nogil=True)
