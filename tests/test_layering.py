@@ -52,7 +52,7 @@ KERNEL_CONSTANTS = {
         # Pattern ids agreed with _scanner.PATTERN_IDS.
         "PATTERN_GPT2", "PATTERN_CL100K", "PATTERN_O200K", "PATTERN_SUPERBPE",
         # The ASCII flag bits above the table's 16 bits, and masks combining class bits.
-        "CH_SPACE", "CH_CRLF", "CH_APOSTROPHE", "CH_SLASH", "CH_END",
+        "CH_SPACE", "CH_CRLF", "CH_SLASH", "CH_END",
         "_NOT_OTHER", "_STRETCH_BITS",
         # Marker code point of an undecodable byte (the decoded-character layout).
         "INVALID_CODE_POINT",

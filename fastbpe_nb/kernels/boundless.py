@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: ced166de41a57a70e31b1f1d0ec2ace070d215f26e011923f394b1c5d22cf226
+#: kernel cache stamp: ad73dd851c5a033ae8fb44724c4f1ba7a9a22b71033fc87d91b55095edb5e056
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

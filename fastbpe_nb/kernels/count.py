@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import N_SENTINELS, SCAN_SLACK, _scan_document, scanner_tables
-#: kernel cache stamp: ced166de41a57a70e31b1f1d0ec2ace070d215f26e011923f394b1c5d22cf226
+#: kernel cache stamp: ad73dd851c5a033ae8fb44724c4f1ba7a9a22b71033fc87d91b55095edb5e056
 
 
 @njit(cache=True, nogil=True, inline="always")

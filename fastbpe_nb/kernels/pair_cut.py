@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 25f4a002e63f915542fd9f070fe836ab38c7ef80a6d8213a718dee6512fdadfc
+#: kernel cache stamp: 0a023d103ff0234aea9e2eda5cb9857d0c2578a88c15a23c4207a824338f802c
 
 
 @njit(cache=True, nogil=True, _nrt=False)

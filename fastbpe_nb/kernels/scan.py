@@ -89,7 +89,6 @@ INVALID_CODE_POINT = -1
 # name literally.  U+0020 only (` ?` is a literal space, not \s).
 CH_SPACE = 1 << 16
 CH_CRLF = 1 << 17  # \r or \n: the patterns always use them as a pair
-CH_APOSTROPHE = 1 << 18
 CH_SLASH = 1 << 19
 CH_END = 1 << 20  # sentinel after the last character of a document
 N_SENTINELS = 3
@@ -175,7 +174,6 @@ def ascii_class_words(stage1, stage2):
     words[0x20] |= np.uint32(CH_SPACE)
     words[0x0D] |= np.uint32(CH_CRLF)
     words[0x0A] |= np.uint32(CH_CRLF)
-    words[0x27] |= np.uint32(CH_APOSTROPHE)
     words[0x2F] |= np.uint32(CH_SLASH)
     return words
 
