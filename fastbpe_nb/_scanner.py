@@ -23,6 +23,8 @@ SEGMENT_BYTES = 2 << 20
 PARALLEL_SCAN_BYTES = 1 << 14
 
 _class_table = None
+_scanner_tables = None
+_document_scan = None  # (call_kernel, scan_batch, its arguments after the pattern)
 
 
 def class_table() -> tuple[np.ndarray, np.ndarray]:
@@ -33,6 +35,19 @@ def class_table() -> tuple[np.ndarray, np.ndarray]:
 
         _class_table = tuple(read_only(table) for table in load_class_table())
     return _class_table
+
+
+def scanner_tables() -> np.ndarray:
+    """The scanner's ASCII class words and automata (``kernels.scan.scanner_tables``),
+    built on first use and kept: every scanning kernel takes them, and building them
+    (~10 us) was most of the cost of scanning a short text."""
+    global _scanner_tables
+    if _scanner_tables is None:
+        from fastbpe_nb.kernels.scan import scanner_tables as build
+        from fastbpe_nb.parallel import call_kernel
+
+        _scanner_tables = read_only(call_kernel(build, *class_table()))
+    return _scanner_tables
 
 
 def read_only(array: np.ndarray) -> np.ndarray:
@@ -111,13 +126,30 @@ def scan_offsets(data, doc_offsets, name: str, n_threads: int = 1) -> tuple[np.n
     from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_batch, scan_batch_parallel
     from fastbpe_nb.parallel import call_kernel, run_parallel
 
-    args = (data_array, offsets, pattern_id, stage1, stage2, WINDOW_BYTES, STREAM_BYTES)
+    args = (data_array, offsets, pattern_id, stage1, stage2, scanner_tables(), WINDOW_BYTES,
+            STREAM_BYTES)
     n_docs = offsets.shape[0] - 1
     if n_threads > 1 and n_docs > 1 and offsets[-1] - offsets[0] >= PARALLEL_SCAN_BYTES:
         n_blocks = min(n_docs, 4 * n_threads)
         return run_parallel(scan_batch_parallel, n_threads, *args, n_blocks,
                             serial=(scan_batch, args))
     return call_kernel(scan_batch, *args)
+
+
+def scan_document(data: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``scan_offsets(data, None, name)`` for ``data`` that is already read-only ``uint8``
+    (``np.frombuffer`` of ``bytes``): one text's scan without the batch's checks, which
+    cost several times the scan of a short text."""
+    global _document_scan
+    if _document_scan is None:
+        from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_batch
+        from fastbpe_nb.parallel import call_kernel
+
+        _document_scan = (call_kernel, scan_batch,
+                          (*class_table(), scanner_tables(), WINDOW_BYTES, STREAM_BYTES))
+    call, kernel, rest = _document_scan
+    return call(kernel, data, read_only(np.array([0, len(data)], dtype=np.int64)),
+                PATTERN_IDS[name], *rest)
 
 
 def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str):
@@ -129,8 +161,8 @@ def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str):
 
     stage1, stage2 = class_table()
     offsets, next_start = call_kernel(scan_prefix, data, int(start), len(data), int(limit),
-                                      PATTERN_IDS[name], stage1, stage2, WINDOW_BYTES,
-                                      STREAM_BYTES)
+                                      PATTERN_IDS[name], stage1, stage2, scanner_tables(),
+                                      WINDOW_BYTES, STREAM_BYTES)
     return offsets, int(next_start)
 
 

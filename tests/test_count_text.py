@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from fastbpe_nb import pretokenize
 from fastbpe_nb import reference as ref
-from fastbpe_nb._scanner import PATTERN_IDS, class_table
+from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
 from fastbpe_nb.counting import WordCounter
 from fastbpe_nb.kernels.count import (_plan_blocks, block_rows, count_text_blocks,
                                       count_text_blocks_serial, look_up_blocks,
@@ -60,8 +60,7 @@ def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial
     stage1, stage2 = class_table()
     kernel = count_text_blocks_serial if serial else count_text_blocks
     scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
-            WINDOW_BYTES, STREAM_BYTES,
-            chunk_bytes)
+            scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes)
     bounds, done, *tables = kernel(*scan, n_blocks, block_words)
     known = np.empty(0, np.int64)
     if counter._n > 0:
@@ -114,7 +113,7 @@ def test_block_rows_are_the_table_with_repeats(docs, pattern, n_blocks, block_wo
     data, offsets = _batch(docs)
     stage1, stage2 = class_table()
     scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
-            WINDOW_BYTES, STREAM_BYTES, chunk_bytes)
+            scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes)
     bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words)
     words, row_offsets, counts, n_pieces = block_rows(data, offsets, bounds, done, *scan[2:],
                                                       block_words, *tables)

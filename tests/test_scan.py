@@ -261,7 +261,7 @@ def test_batches_match_per_document_findall(name, docs):
 def test_tiny_decode_windows_give_the_same_boundaries(name, docs, window):
     # Long documents are decoded through a window that is refilled (and grown
     # when one piece does not fit); tiny windows put every piece across a cut.
-    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
     from fastbpe_nb.kernels.scan import STREAM_BYTES, scan_batch
 
     encoded = [d.encode() for d in docs]
@@ -270,8 +270,8 @@ def test_tiny_decode_windows_give_the_same_boundaries(name, docs, window):
     doc_offsets[1:] = np.cumsum([len(d) for d in encoded])
     stage1, stage2 = class_table()
     expected = scan_offsets(data, doc_offsets, name)
-    got = scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, window,
-                     STREAM_BYTES)
+    got = scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2,
+                     scanner_tables(), window, STREAM_BYTES)
     assert got[0].tolist() == expected[0].tolist()
     assert got[1].tolist() == expected[1].tolist()
 
@@ -293,14 +293,14 @@ def test_long_runs_through_small_windows_match_regex(name, text, window):
     # A piece longer than the decode window ending in a run of one class of character is
     # matched on a shortened copy of the run (_first_piece_shortened); windows of 8-48
     # bytes against runs of up to 70 characters take that path again and again.
-    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
     from fastbpe_nb.kernels.scan import STREAM_BYTES, scan_batch
 
     data = np.frombuffer(text.encode(), dtype=np.uint8)
     doc_offsets = np.array([0, len(data)], dtype=np.int64)
     stage1, stage2 = class_table()
-    got, _ = scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, window,
-                         STREAM_BYTES)
+    got, _ = scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2,
+                         scanner_tables(), window, STREAM_BYTES)
     assert pieces_of(data.tobytes(), got, 0, len(got) - 1) == expected_pieces(name, text)
 
 
@@ -311,16 +311,17 @@ def test_long_runs_streamed_in_tiny_chunks_match_regex(name, text, window, strea
     # The rest of a long run is streamed over ``stream_bytes`` at a time (an argument of
     # the kernels, STREAM_BYTES in production): chunks of 1-9 bytes cut every run, and
     # multi-byte characters, at every place.
-    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
     from fastbpe_nb.kernels.scan import scan_batch, scan_prefix
 
     data = np.frombuffer(text.encode(), dtype=np.uint8)
     doc_offsets = np.array([0, len(data)], dtype=np.int64)
     stage1, stage2 = class_table()
-    got, _ = scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, window, stream)
+    got, _ = scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, scanner_tables(),
+                        window, stream)
     assert pieces_of(data.tobytes(), got, 0, len(got) - 1) == expected_pieces(name, text)
     whole, _ = scan_prefix(data, 0, len(data), len(data), PATTERN_IDS[name], stage1, stage2,
-                           window, stream)
+                           scanner_tables(), window, stream)
     assert whole.tolist() == got.tolist()
 
 
@@ -429,11 +430,12 @@ boundary_texts = st.lists(
 
 def scan_with(data: np.ndarray, doc_offsets: np.ndarray, name: str, window: int,
               stream: int) -> tuple[np.ndarray, np.ndarray]:
-    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
     from fastbpe_nb.kernels.scan import scan_batch
 
     stage1, stage2 = class_table()
-    return scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, window, stream)
+    return scan_batch(data, doc_offsets, PATTERN_IDS[name], stage1, stage2, scanner_tables(),
+                      window, stream)
 
 
 @pytest.mark.parametrize("name", PATTERN_NAMES)

@@ -27,8 +27,10 @@ def _batch(docs):
 
 def _both(data, offsets, pid, n_blocks, window=1 << 15, stream=1 << 16):
     stage1, stage2 = _scanner.class_table()
-    want = scan_batch(data, offsets, pid, stage1, stage2, window, stream)
-    got = scan_batch_parallel(data, offsets, pid, stage1, stage2, window, stream, n_blocks)
+    tables = _scanner.scanner_tables()
+    want = scan_batch(data, offsets, pid, stage1, stage2, tables, window, stream)
+    got = scan_batch_parallel(data, offsets, pid, stage1, stage2, tables, window, stream,
+                              n_blocks)
     return want, got
 
 

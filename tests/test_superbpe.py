@@ -755,7 +755,7 @@ def test_stage_two_matcher_on_corpora_in_parallel_blocks():
 def test_parallel_matcher_equals_serial(texts, n_blocks, skip):
     """Every block count (up to one per document), empty documents, a batch that does not
     start at byte 0: the same pieces and document offsets as the serial kernel."""
-    from fastbpe_nb._scanner import PATTERN_IDS, class_table
+    from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
     from fastbpe_nb.kernels.scan import (PATTERN_SUPERBPE, STREAM_BYTES, WINDOW_BYTES,
                                          scan_batch, scan_batch_parallel)
 
@@ -766,7 +766,8 @@ def test_parallel_matcher_equals_serial(texts, n_blocks, skip):
     offsets += skip
     stage1, stage2 = class_table()
     assert PATTERN_IDS["superbpe"] == PATTERN_SUPERBPE
-    args = (data, offsets, PATTERN_SUPERBPE, stage1, stage2, WINDOW_BYTES, STREAM_BYTES)
+    args = (data, offsets, PATTERN_SUPERBPE, stage1, stage2, scanner_tables(), WINDOW_BYTES,
+            STREAM_BYTES)
     want = scan_batch(*args)
     got = scan_batch_parallel(*args, min(n_blocks, len(raw)))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: ad73dd851c5a033ae8fb44724c4f1ba7a9a22b71033fc87d91b55095edb5e056
+#: kernel cache stamp: 4dd1a6d85b444b6e00985a50f148077391640f9a6df5b8e2e1d59ea4409dc076
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

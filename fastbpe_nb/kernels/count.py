@@ -21,8 +21,8 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
-from .scan import N_SENTINELS, SCAN_SLACK, _scan_document, scanner_tables
-#: kernel cache stamp: ad73dd851c5a033ae8fb44724c4f1ba7a9a22b71033fc87d91b55095edb5e056
+from .scan import N_SENTINELS, SCAN_SLACK, _scan_document, check_scanner_tables
+#: kernel cache stamp: 4dd1a6d85b444b6e00985a50f148077391640f9a6df5b8e2e1d59ea4409dc076
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -584,7 +584,7 @@ def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
+def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
                       stream_bytes, chunk_bytes, n_blocks, block_words):
     """Pre-tokenize a batch with a named pattern and count its pieces, in one pass: the
     batch's blocks are scanned and counted in parallel into private tables, which
@@ -597,7 +597,7 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, window_byte
         The batch's UTF-8 bytes.
     doc_offsets : int64[n_docs + 1]
         Document boundaries in ``data`` (validated, non-decreasing).
-    pattern_id, stage1, stage2, window_bytes, stream_bytes
+    pattern_id, stage1, stage2, tables, window_bytes, stream_bytes
         As ``kernels.scan.scan_batch``.
     chunk_bytes : int
         Bytes of text scanned between counting passes (``>= 1``).
@@ -619,7 +619,7 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, window_byte
         The private tables, block ``b``'s at ``b * block_words`` (see ``_count_range``).
     """
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
-    tables = scanner_tables(stage1, stage2)
+    check_scanner_tables(tables)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in prange(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
@@ -629,12 +629,12 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, window_byte
 
 
 @njit(cache=True, nogil=True)
-def count_text_blocks_serial(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
-                             stream_bytes, chunk_bytes, n_blocks, block_words):
+def count_text_blocks_serial(data, doc_offsets, pattern_id, stage1, stage2, tables,
+                             window_bytes, stream_bytes, chunk_bytes, n_blocks, block_words):
     """``count_text_blocks`` on the calling thread only (a forked child, see
     ``parallel.py``). Same parameters and results."""
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
-    tables = scanner_tables(stage1, stage2)
+    check_scanner_tables(tables)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in range(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
@@ -757,7 +757,7 @@ def _look_up_range(data, n_unique, u_start, u_end, u_key, g_keys, g_store, g_off
 
 
 @njit(cache=True, nogil=True)
-def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage2,
+def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tables,
                       window_bytes, stream_bytes, chunk_bytes, block_words, u_start, u_end,
                       u_count, u_first, u_key, known, first_index, g_keys, g_store, g_store_len,
                       g_off, g_count, g_first, g_wkey, g_n, budget):
@@ -787,7 +787,7 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
     tuple
         ``count_batch``'s results, then the number of pieces counted.
     """
-    tables = scanner_tables(stage1, stage2)
+    check_scanner_tables(tables)
     n_pieces = 0
     for b in range(done.shape[0]):
         lo = b * block_words
@@ -814,9 +814,9 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
 
 
 @njit(cache=True, nogil=True)
-def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, window_bytes,
-               stream_bytes, chunk_bytes, block_words, u_start, u_end, u_count, u_first,
-               u_key):
+def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tables,
+               window_bytes, stream_bytes, chunk_bytes, block_words, u_start, u_end, u_count,
+               u_first, u_key):
     """The private tables of ``count_text_blocks`` as rows, end to end in block order,
     without a global table: a word counted in several blocks is a row in each. A block
     whose table filled up counts the rest of its range here, a table at a time (its rows
@@ -860,7 +860,7 @@ def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, wind
     at = 0
     r = 0
     n_pieces = 0
-    tables = scanner_tables(stage1, stage2)
+    check_scanner_tables(tables)
     for b in range(n_blocks):
         lo = b * block_words
         hi = lo + block_words

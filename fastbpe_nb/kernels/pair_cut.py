@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 0a023d103ff0234aea9e2eda5cb9857d0c2578a88c15a23c4207a824338f802c
+#: kernel cache stamp: 72b3b351c58e693a678385153a9b7b3a79b557cb91d9719d8fedff97ec91fd9f
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -363,6 +363,23 @@ def scanner_tables(stage1, stage2):
 
 
 @njit(cache=True, nogil=True)
+def check_scanner_tables(tables):
+    """Raise unless ``tables`` has :func:`scanner_tables`' size (kernels index it
+    unchecked; its content is ours, built once by ``_scanner.scanner_tables``)."""
+    if tables.shape[0] != SCANNER_TABLES_SIZE:
+        raise ValueError("tables must be scanner_tables(stage1, stage2)")
+
+
+@njit(cache=True, nogil=True)
+def _window_buffers(pattern_id, window):
+    """The decode window's buffers (``words``, ``char_offsets``) for ``window`` characters:
+    only SuperBPE's windowed matcher uses them; the automata read the bytes themselves, so
+    they get empty ones (an allocation of ~400 KB per call was a short text's cost)."""
+    n = window if pattern_id == PATTERN_SUPERBPE else 0
+    return np.empty(n + N_SENTINELS, dtype=np.uint32), np.empty(n + 1, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
 def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, piece_offsets,
                     n_pieces):
     """gpt2's, cl100k's or o200k's pieces of the document ``data[:end]`` from ``pos`` (a piece
@@ -456,7 +473,8 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
 
 
 @njit(cache=True, nogil=True)
-def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stream_bytes):
+def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
+               stream_bytes):
     """Pre-token boundaries of every document of a batch.
 
     Parameters
@@ -475,6 +493,10 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
         ``uint16[4352]`` from ``fastbpe_nb.unicode_tables.load_class_table``.
     stage2 : numpy.ndarray
         ``uint16[n_unique_blocks * 256]`` from the same loader.
+    tables : numpy.ndarray
+        ``uint32[SCANNER_TABLES_SIZE]``, :func:`scanner_tables` of ``stage1, stage2``
+        (``_scanner.scanner_tables()``: built once per process, not per call, which cost
+        ~10 us, most of a short text's scan).
     window_bytes : int
         Initial decode window in bytes (``>= 1``; ``WINDOW_BYTES`` in production, tests
         use tiny windows to exercise the refill logic).
@@ -510,10 +532,9 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
     piece_offsets[0] = doc_offsets[0]
     # Documents are decoded through a window of at most `window` bytes so the
     # per-character buffers stay in cache; it grows when one piece needs more.
+    check_scanner_tables(tables)
     window = window_bytes
-    words = np.empty(window + N_SENTINELS, dtype=np.uint32)
-    char_offsets = np.empty(window + 1, dtype=np.int64)
-    tables = scanner_tables(stage1, stage2)
+    words, char_offsets = _window_buffers(pattern_id, window)
     n_pieces = 0
     for d in range(n_docs):
         doc_piece_offsets[d] = n_pieces
@@ -529,7 +550,7 @@ def scan_batch(data, doc_offsets, pattern_id, stage1, stage2, window_bytes, stre
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_bytes,
+def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
                         stream_bytes, n_blocks):
     """``scan_batch`` with the documents cut into ``n_blocks`` contiguous blocks scanned in
     parallel; the same results.
@@ -551,7 +572,7 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
     regions = np.empty(doc_offsets[n_docs] - base + SCAN_SLACK * n_blocks, dtype=np.int64)
     doc_piece_offsets = np.zeros(n_docs + 1, dtype=np.int64)
     counts = np.zeros(n_blocks, dtype=np.int64)
-    tables = scanner_tables(stage1, stage2)
+    check_scanner_tables(tables)
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
@@ -559,8 +580,7 @@ def scan_batch_parallel(data, doc_offsets, pattern_id, stage1, stage2, window_by
         region = regions[r0:r0 + doc_offsets[d1] - doc_offsets[d0] + SCAN_SLACK]
         region[0] = doc_offsets[d0]
         window = window_bytes
-        words = np.empty(window + N_SENTINELS, dtype=np.uint32)
-        char_offsets = np.empty(window + 1, dtype=np.int64)
+        words, char_offsets = _window_buffers(pattern_id, window)
         n_pieces = 0
         pieces = region
         for d in range(d0, d1):
@@ -740,7 +760,7 @@ def _first_piece_shortened(data, pos, end, stage1, stage2, ascii_words, window, 
 
 
 @njit(cache=True, nogil=True)
-def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, window_bytes,
+def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, tables, window_bytes,
                 stream_bytes):
     """The pieces of one document from ``start`` until at least ``limit``: a huge text is
     scanned and encoded a few MB at a time, in memory the allocator reuses.
@@ -752,7 +772,7 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, window_byte
         start of one of its pieces (0, or what a previous call returned).
     start, end, limit : int
         ``start < end``; pieces are emitted until one ends at or after ``limit``.
-    pattern_id, stage1, stage2, window_bytes, stream_bytes
+    pattern_id, stage1, stage2, tables, window_bytes, stream_bytes
         As for :func:`scan_batch`.
 
     Returns
@@ -769,14 +789,14 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, window_byte
         raise ValueError("need 0 <= start < end <= len(data) and limit > start")
     if window_bytes < 1 or stream_bytes < 1:
         raise ValueError("window_bytes and stream_bytes must be positive")
+    check_scanner_tables(tables)
     window = window_bytes
-    words = np.empty(window + N_SENTINELS, dtype=np.uint32)
-    char_offsets = np.empty(window + 1, dtype=np.int64)
+    words, char_offsets = _window_buffers(pattern_id, window)
     piece_offsets = np.empty(min(end - start, limit - start + window) + SCAN_SLACK,
                              dtype=np.int64)
     piece_offsets[0] = start
     pos, n_pieces, piece_offsets, _, _, _ = _scan_document(
-        data, start, end, limit, pattern_id, stage1, stage2, scanner_tables(stage1, stage2),
+        data, start, end, limit, pattern_id, stage1, stage2, tables,
         window, stream_bytes, words, char_offsets, piece_offsets, 0
     )
     return piece_offsets[: n_pieces + 1], pos
