@@ -21,7 +21,7 @@ import numpy as np
 from . import pretokenize
 # A single text longer than SEGMENT_BYTES (UTF-8 bytes) is pre-tokenized and encoded this
 # many bytes at a time (see Encoder.encode_huge); tests patch it here.
-from ._scanner import SEGMENT_BYTES, read_only
+from ._scanner import SEGMENT_BYTES, read_only, scan_document
 from .errors import InvalidUTF8Error, UnsupportedInputError
 from .parallel import run_encode
 from .piece_cache import PieceCache
@@ -36,6 +36,11 @@ SHORT_TEXT_CHARS = 256
 BACKTRACK_UNITS = 1 << 18
 #: The piece memo is emptied when it holds this many pieces (bounded memory, ~200 B each).
 PIECE_MEMO_ENTRIES = 1 << 16
+#: Id arrays of at least this many ids become lists through shared int objects
+#: (``Encoder.shared_ints``); shorter ones through ``tolist()``.
+SHARED_INTS_FROM = 1024
+#: No piece is a special token (a layout's ``special`` array when none is in the batch).
+NO_SPECIAL = read_only(np.zeros(0, dtype=np.int32))
 
 
 class Encoder:
@@ -65,6 +70,7 @@ class Encoder:
         # is no per-piece memo. Pruning's post step works token by token.
         self.safe_cut = getattr(post, "safe_cut", None)
         self.segmentable = self.raw and level.scanned()
+        self.scanner = pretokenize.scanner_name(level.pattern) if self.segmentable else None
         self.memo = {} if self.segmentable and self.safe_cut is None else None  # piece -> ids
         self._id_objects = None  # object array: the int of each id, shared by id lists
 
@@ -74,7 +80,8 @@ class Encoder:
         from .kernels.encode import encode_batch, encode_serial
 
         # Read-only views: one compiled specialization of the kernels (see read_only).
-        data, offsets, special, doc_pieces = (read_only(a) for a in layout)
+        data, offsets, special, doc_pieces = [a if not a.flags.writeable else read_only(a)
+                                              for a in layout]
         t = self.tables()
         if len(data) >= BACKTRACK_UNITS:
             t.use_backtracking()  # a big call: worth the tables' one-time cost
@@ -101,15 +108,27 @@ class Encoder:
                         n_threads, dropout, seed)
 
     # ------------------------------------------------------------------ one text
+    def ordinary(self, text, allowed_special, disallowed_special, dropout, seed) -> bool:
+        """Whether a tokenizer's ``encode`` arguments encode ``text`` as ``encode_ordinary``
+        does (no special token to find or refuse in it, no dropout): ``encode_short`` may
+        then encode it."""
+        return (type(text) is str and allowed_special == () and type(dropout) in (int, float)
+                and dropout == 0 and type(seed) is int and 0 <= seed < 2**31
+                and (disallowed_special == () or (disallowed_special == "all"
+                                                  and not self.specials.all.maybe_in(text))))
+
     def encode_short(self, text: str):
         """The ids of a short text from the piece memo, or None (the caller encodes it).
 
-        A kernel call costs ~15 us whatever the text (argument checks of ~16 arrays, the
-        thread hop), which dominated ``encode("Hello world")``. Here the named pattern's
-        ``regex`` twin splits the text (the scanner is exactly ``regex.findall``, tested),
-        and each piece's ids come from a memo filled by the kernel itself, one call for
-        all the pieces of a text it has not seen (each piece a document of its own:
-        merging never crosses pieces, so a piece's ids do not depend on its context).
+        A kernel call has a fixed cost of tens of microseconds (argument checks of ~40
+        arrays, results boxed), which dominated ``encode("Hello world")``. Here the named
+        pattern's ``regex`` twin splits the text (the scanner is exactly ``regex.findall``,
+        tested), and each piece's ids come from a memo filled by the kernel itself, one
+        call for all the pieces of a text it has not seen (each piece a document of its
+        own: merging never crosses pieces, so a piece's ids do not depend on its context).
+        Only up to ``SHORT_TEXT_CHARS`` characters: ``regex`` costs ~0.45 us a piece, and a
+        longer new text misses the memo more often than not (100 characters of code: 98%
+        of texts), when the memo's call costs more than ``encode_plain``'s.
         """
         memo = self.memo
         if memo is None or len(text) > SHORT_TEXT_CHARS:
@@ -134,7 +153,7 @@ class Encoder:
         offsets = np.zeros(len(raw) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, raw), np.int64, len(raw)), out=offsets[1:])
         docs = np.arange(len(raw) + 1, dtype=np.int64)  # a piece per document
-        ids, doc_offsets = self.run((data, offsets, np.zeros(0, dtype=np.int32), docs))
+        ids, doc_offsets = self.run((data, offsets, NO_SPECIAL, docs))
         if len(self.memo) + len(pieces) > PIECE_MEMO_ENTRIES:
             self.memo.clear()
         bounds = doc_offsets.tolist()
@@ -146,6 +165,29 @@ class Encoder:
             out += piece_ids
         return out
 
+    def encode_plain(self, text, allowed, disallowed):
+        """``(int32 ids, length of the buffer they view)`` of one ``str`` that is not huge,
+        holds no special token to look for and encodes to UTF-8 as it is; None for any
+        other text (``layout`` then takes it).
+
+        The same scan and kernel call as ``layout`` + ``run``, without the batch layout's
+        checks and arrays: for a text of a few hundred characters those cost several times
+        the scanning and encoding (~60 us of ~140 for 300 characters of code).
+        """
+        if not self.segmentable or type(text) is not str or len(text) >= SEGMENT_BYTES // 4:
+            return None
+        for matcher in (self.specials.matcher(allowed), self.specials.matcher(disallowed)):
+            if matcher is not None and matcher.maybe_in(text):
+                return None
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None  # lone surrogates: the layout replaces them
+        data = np.frombuffer(raw, dtype=np.uint8)
+        pieces, doc_pieces = scan_document(data, self.scanner)
+        ids, _ = self.run((data, pieces, NO_SPECIAL, doc_pieces))
+        return ids, len(data)
+
     def encode_one(self, text, allowed, disallowed, dropout=0.0, seed=0, keep=False) -> np.ndarray:
         """The ids of one text as an int32 array.
 
@@ -153,9 +195,12 @@ class Encoder:
         ``keep=True`` (the caller keeps the array) copies them out when they fill less
         than half of it, so a kept array never holds more than twice its own size.
         """
-        huge = self.encode_huge(text, allowed, disallowed) if dropout == 0 else None
-        if huge is not None:
-            ids, capacity = huge
+        found = None
+        if dropout == 0:
+            found = (self.encode_huge(text, allowed, disallowed)
+                     or self.encode_plain(text, allowed, disallowed))
+        if found is not None:
+            ids, capacity = found
         else:
             layout = self.layout([text], allowed, disallowed)
             ids, _ = self.run(layout, dropout=dropout, seed=seed)
@@ -363,8 +408,9 @@ class Encoder:
         """``ids`` as an object array of one shared int per id: its ``tolist()`` copies
         pointers instead of creating an int per token (a 4M-token list: 2x faster, half
         the memory). Short arrays, and arrays of ids below 257 (Python's cached small
-        ints), are returned as they are."""
-        if len(ids) < 64 or ids.max() <= 256:
+        ints), are returned as they are: under ``SHARED_INTS_FROM`` ids a plain
+        ``tolist()`` is faster (a 300-character text: 1.1 us against 3.5)."""
+        if len(ids) < SHARED_INTS_FROM or ids.max() <= 256:
             return ids
         if self._id_objects is None:
             self._id_objects = np.array(range(self.vocab_size), dtype=object)

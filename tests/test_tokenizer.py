@@ -74,8 +74,9 @@ def test_encode_to_numpy_is_encode_as_uint32(tok, text, dropout):
         assert isinstance(ids, np.ndarray) and ids.dtype == np.uint32 and ids.ndim == 1
         assert ids.tolist() == expected
         if kwargs == {"disallowed_special": ()}:  # every byte is a unit of the kernel's buffer
-            owner = ids.base  # the int32 array viewed as uint32
-            assert owner.base is None or 2 * len(ids) >= len(text.encode("utf-8")), (
+            owner = ids.base  # the int32 array viewed as uint32 (None: ids of the memo)
+            assert owner is None or owner.base is None or (
+                2 * len(ids) >= len(text.encode("utf-8"))), (
                 "a kept array may view only a buffer it fills at least half of")
 
 
@@ -354,3 +355,32 @@ def test_candidate_rows_hold_every_row_with_a_special_token(rows, specials, lead
     holding = [i for i, r in enumerate(rows) if r and any(t in r for t in specials)]
     assert set(holding) <= set(got.tolist())
     assert all(0 <= i < len(rows) and raw[i] for i in got.tolist())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(SAMPLE + ["<|endoftext|>", "<|pad", "\ud800", "x" * 300, ""]),
+                max_size=12), st.sampled_from([(), "all"]), st.sampled_from([(), "all"]))
+def test_one_text_paths_agree_with_the_batch_layout(tok, parts, allowed, disallowed):
+    """``encode`` of one text takes the piece memo (short), ``Encoder.encode_plain`` (one
+    scan and one kernel call, no batch layout) or the layout; all give the batch path's
+    ids, and refuse a disallowed special token alike."""
+    text = "".join(parts)
+    try:
+        expected = tok.encode_batch([text], allowed_special=allowed,
+                                    disallowed_special=disallowed)[0]
+    except fb.DisallowedSpecialTokenError:
+        with pytest.raises(fb.DisallowedSpecialTokenError):
+            tok.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+        return
+    assert tok.encode(text, allowed_special=allowed, disallowed_special=disallowed) == expected
+    assert tok.encode_to_numpy(text, allowed_special=allowed,
+                               disallowed_special=disallowed).tolist() == expected
+    enc = tok._encoder
+    sets = tok.specials.sets(allowed, disallowed)
+    plain = enc.encode_plain(text, *sets)
+    if plain is not None:  # taken only where no special token is to be looked at
+        assert plain[0].tolist() == expected
+        assert not any(s in text for s in tok.special_tokens) or (allowed == () and
+                                                                 disallowed == ())
+    elif "\ud800" not in text and allowed == () and disallowed == ():
+        raise AssertionError("a plain text should take encode_plain")
