@@ -24,7 +24,8 @@ PARALLEL_SCAN_BYTES = 1 << 14
 
 _class_table = None
 _scanner_tables = None
-_document_scan = None  # (call_kernel, scan_batch, its arguments after the pattern)
+_scan_tail = None
+_document_scan = None  # (call_kernel, scan_batch)
 
 
 def class_table() -> tuple[np.ndarray, np.ndarray]:
@@ -48,6 +49,17 @@ def scanner_tables() -> np.ndarray:
 
         _scanner_tables = read_only(call_kernel(build, *class_table()))
     return _scanner_tables
+
+
+def scan_tail() -> tuple:
+    """``(stage1, stage2, tables, WINDOW_BYTES, STREAM_BYTES)``: the arguments every
+    scanning kernel takes after the pattern id, built on first use."""
+    global _scan_tail
+    if _scan_tail is None:
+        from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
+
+        _scan_tail = (*class_table(), scanner_tables(), WINDOW_BYTES, STREAM_BYTES)
+    return _scan_tail
 
 
 def read_only(array: np.ndarray) -> np.ndarray:
@@ -122,12 +134,10 @@ def scan_offsets(data, doc_offsets, name: str, n_threads: int = 1) -> tuple[np.n
         raise ValueError(f"unknown pattern {name!r}; expected one of {sorted(PATTERN_IDS)}") from None
     data_array = _as_bytes_array(data)
     offsets = _as_doc_offsets(doc_offsets, data_array.shape[0])
-    stage1, stage2 = class_table()
-    from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_batch, scan_batch_parallel
+    from fastbpe_nb.kernels.scan import scan_batch, scan_batch_parallel
     from fastbpe_nb.parallel import call_kernel, run_parallel
 
-    args = (data_array, offsets, pattern_id, stage1, stage2, scanner_tables(), WINDOW_BYTES,
-            STREAM_BYTES)
+    args = (data_array, offsets, pattern_id, *scan_tail())
     n_docs = offsets.shape[0] - 1
     if n_threads > 1 and n_docs > 1 and offsets[-1] - offsets[0] >= PARALLEL_SCAN_BYTES:
         n_blocks = min(n_docs, 4 * n_threads)
@@ -141,28 +151,25 @@ def scan_document(data: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     (``np.frombuffer`` of ``bytes``): one text's scan without the batch's checks, which
     cost several times the scan of a short text."""
     global _document_scan
-    if _document_scan is None:
-        from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_batch
+    if _document_scan is None:  # imports inside a call cost ~1 us each
+        from fastbpe_nb.kernels.scan import scan_batch
         from fastbpe_nb.parallel import call_kernel
 
-        _document_scan = (call_kernel, scan_batch,
-                          (*class_table(), scanner_tables(), WINDOW_BYTES, STREAM_BYTES))
-    call, kernel, rest = _document_scan
+        _document_scan = (call_kernel, scan_batch)
+    call, kernel = _document_scan
     return call(kernel, data, read_only(np.array([0, len(data)], dtype=np.int64)),
-                PATTERN_IDS[name], *rest)
+                PATTERN_IDS[name], *scan_tail())
 
 
 def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str):
     """``(piece_offsets, next_start)``: the pieces of the one document ``data`` (uint8,
     C-contiguous) from piece start ``start`` until one ends at or after ``limit``; the
     same pieces as ``scan_offsets`` of the whole document (see ``kernels.scan.scan_prefix``)."""
-    from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES, scan_prefix
+    from fastbpe_nb.kernels.scan import scan_prefix
     from fastbpe_nb.parallel import call_kernel
 
-    stage1, stage2 = class_table()
     offsets, next_start = call_kernel(scan_prefix, data, int(start), len(data), int(limit),
-                                      PATTERN_IDS[name], stage1, stage2, scanner_tables(),
-                                      WINDOW_BYTES, STREAM_BYTES)
+                                      PATTERN_IDS[name], *scan_tail())
     return offsets, int(next_start)
 
 

@@ -227,10 +227,9 @@ class WordCounter:
         step is checked before it allocates: the private tables with a bound from the
         batch's size, each growth of the global table inside the merge kernel, against what
         the budget leaves (``memory_left``)."""
-        from ._scanner import PATTERN_IDS, class_table, read_only, scanner_tables
+        from ._scanner import PATTERN_IDS, read_only, scan_tail
         from .kernels.count import (block_rows, count_text_blocks, count_text_blocks_serial,
                                     look_up_blocks, look_up_blocks_serial, merge_text_blocks)
-        from .kernels.scan import STREAM_BYTES, WINDOW_BYTES
         from .parallel import call_kernel, default_threads, run_parallel
 
         n_bytes = int(doc_offsets[-1] - doc_offsets[0])
@@ -249,10 +248,8 @@ class WordCounter:
         if budgeted:
             block_words = min(block_words, max(4096, n_bytes // (8 * n_blocks)))
             self.memory_check(self.private_bytes(n_bytes, n_blocks, block_words))
-        stage1, stage2 = class_table()
         pattern_id = PATTERN_IDS[pretokenize.scanner_name(self.pattern)]
-        scan = (data, doc_offsets, pattern_id, stage1, stage2, scanner_tables(), WINDOW_BYTES,
-                STREAM_BYTES, self.chunk_bytes)
+        scan = (data, doc_offsets, pattern_id, *scan_tail(), self.chunk_bytes)
         args = scan + (n_blocks, block_words)
         bounds, done, *tables = run_parallel(count_text_blocks, n_threads, *args,
                                              serial=(count_text_blocks_serial, args))

@@ -174,7 +174,7 @@ class Encoder:
         checks and arrays: for a text of a few hundred characters those cost several times
         the scanning and encoding (~60 us of ~140 for 300 characters of code).
         """
-        if not self.segmentable or type(text) is not str or len(text) >= SEGMENT_BYTES // 4:
+        if not self.segmentable or type(text) is not str or self.may_be_huge(text):
             return None
         for matcher in (self.specials.matcher(allowed), self.specials.matcher(disallowed)):
             if matcher is not None and matcher.maybe_in(text):
@@ -241,7 +241,6 @@ class Encoder:
         (glibc maps anything over 32 MB afresh, and each new page faults); per segment,
         the scratch memory is reused, so time and peak memory grow linearly.
         """
-        no_special = np.zeros(0, dtype=np.int32)
         # Ids never outnumber bytes; pages past the last id are never touched. One list at
         # the end costs less than a list per segment joined (measured: 13% on 16 MiB).
         ids = np.empty(len(data), dtype=np.int32)
@@ -249,7 +248,7 @@ class Encoder:
         start = 0
         while start < len(data):
             pieces, end = self._segment(data, start)
-            layout = (data[start:end], pieces - start, no_special,
+            layout = (data[start:end], pieces - start, NO_SPECIAL,
                       np.array([0, len(pieces) - 1], dtype=np.int64))
             part = self.run(layout)[0]
             ids[n_ids:n_ids + len(part)] = part

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
-from .scan import N_SENTINELS, SCAN_SLACK, _scan_document, check_scanner_tables
+from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
 #: kernel cache stamp: 4dd1a6d85b444b6e00985a50f148077391640f9a6df5b8e2e1d59ea4409dc076
 
 
@@ -405,8 +405,7 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tabl
     cap = u_start.shape[0]
     n_docs = doc_offsets.shape[0] - 1
     window = window_bytes
-    words = np.empty(window + N_SENTINELS, dtype=np.uint32)
-    char_offsets = np.empty(window + 1, dtype=np.int64)
+    words, char_offsets = _window_buffers(pattern_id, window)
     pieces = np.empty(chunk_bytes + window + SCAN_SLACK, dtype=np.int64)
     n_slots = 1 << 12
     slots = np.full(2 * n_slots, EMPTY, dtype=np.int64)

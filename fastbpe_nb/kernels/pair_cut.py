@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 72b3b351c58e693a678385153a9b7b3a79b557cb91d9719d8fedff97ec91fd9f
+#: kernel cache stamp: eac04ba5456b050715ed19e6956ef60a3ccde959dd479ee59cf36aab99618c52
 
 
 @njit(cache=True, nogil=True, _nrt=False)
