@@ -76,6 +76,10 @@ def _entry_points(tok, docs) -> dict:
         "encode": lambda: [tok.encode(d, **kw) for d in docs],
         "encode_ordinary": lambda: [tok.encode_ordinary(d) for d in docs],
         "encode_to_numpy": lambda: [tok.encode_to_numpy(d, **kw).tolist() for d in docs],
+        # Texts over the piece memo's 256 characters: one scan and one kernel call each
+        # (Encoder.encode_plain), with and without a special token to look for.
+        "encode_long": lambda: [(tok.encode(3 * d, **kw), tok.encode_ordinary(3 * d),
+                                 tok.encode_to_numpy(3 * d, **kw).tolist()) for d in docs],
         "encode_bytes": lambda: [tok.encode_bytes(d.encode()) for d in docs],
         "encode_batch": lambda: tok.encode_batch(docs, num_threads=2, **kw),
         "encode_batch_arrow": lambda: tok.encode_batch(
