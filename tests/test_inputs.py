@@ -496,6 +496,50 @@ def test_no_cut_point_at_all_is_a_counted_forced_cut(tmp_path):
     assert len(batches) > 20 and stats.forced_cuts == len(batches) - 1
 
 
+_LINE_PARTS = ["a", "bc", " ", "  ", "\n", "\n\n", "/", "ж", "\u3000", "\t", "1", ";", "'s",
+               "\r\n", "中文"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_LINE_PARTS), max_size=120), st.integers(8, 48),
+       st.sampled_from([None, 64, 200]), st.sampled_from(["gpt2", "cl100k", "o200k"]))
+def test_read_text_chunks_are_the_file_cut_where_no_piece_spans(tmp_path_factory, parts,
+                                                                chunk_bytes, max_chunk, pattern):
+    """Every chunk ``read_text`` emits (blocks joined at their first safe cut, the rest of a
+    block as a view, and the general path) is the file's bytes in order, nothing lost or
+    repeated, none over ``max_chunk_bytes``, and the pieces of the chunks are the pieces of
+    the whole text."""
+    import regex
+
+    from fastbpe_nb.io.read_stats import ReadStats
+    from fastbpe_nb.io.text_files import read_text
+
+    raw = "".join(parts).encode()
+    path = tmp_path_factory.mktemp("chunks") / "t.txt"
+    path.write_bytes(raw)
+    stats = ReadStats()
+    chunks = [bytes(d) for d, _ in read_text(str(path), stats, chunk_bytes=chunk_bytes,
+                                              max_chunk_bytes=max_chunk)]
+    assert b"".join(chunks) == raw
+    assert all(chunks) and max(map(len, chunks), default=0) <= (max_chunk or 4096)
+    if stats.forced_cuts == 0:
+        matcher = regex.compile(pretokenize.NAMED_PATTERNS[pattern])
+        pieces = [p for c in chunks for p in matcher.findall(c.decode())]
+        assert pieces == matcher.findall(raw.decode())
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_LINE_PARTS), max_size=30), st.integers(0, 40))
+def test_first_safe_cut_is_the_first_of_the_safe_cuts(parts, start):
+    from fastbpe_nb.io.text_files import first_safe_cut, safe_cut
+
+    buf = "".join(parts).encode()
+    # safe_cut of a one-byte range says whether the newline there ends a safe chunk.
+    cuts = [i + 1 for i in range(start, len(buf)) if safe_cut(buf, i, i + 1) > 0]
+    assert first_safe_cut(buf, start) == (cuts[0] if cuts else -1)
+    assert safe_cut(buf, start) == (cuts[-1] if cuts else -1)
+
+
 # ---------------------------------------------------------- 7. one invalid-UTF-8 policy
 BAD_ROWS = [b"ok \xff bad", None, b"\xe2\x82", b"\xac fine", b"clean row"] + [
     d.encode() for d in DOCS]

@@ -113,13 +113,14 @@ class Utf8Policy:
         if self.first_bad is None and sequences:
             self.first_bad = where
 
-    def clean(self, raw: bytes, offset: int, where=None) -> bytes:
-        """``raw`` as valid UTF-8 (invalid sequences -> U+FFFD, counted); ``offset`` is its
-        position in the file (for the message), ``where(i)`` may describe byte ``i``."""
+    def clean(self, raw, offset: int, where=None):
+        """``raw`` (bytes-like) as valid UTF-8 (invalid sequences -> U+FFFD, counted);
+        ``offset`` is its position in the file (for the message), ``where(i)`` may describe
+        byte ``i``."""
         self.seen += len(raw)
         if is_utf8(raw):
             return raw
-        text, tally = self._decode(lambda: raw.decode("utf-8", COUNTING_ERRORS))
+        text, tally = self._decode(lambda: bytes(raw).decode("utf-8", COUNTING_ERRORS))
         self._record(tally, where(tally[2]) if where else f"byte offset {offset + tally[2]:,}")
         return text.encode("utf-8")
 
