@@ -542,6 +542,14 @@ def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known
     g_store_len = state[0]
     g_n = state[1]
     while j < n_unique:
+        # The global table outgrows the caches and a row's probe does not depend on the
+        # rows before it: request the slot (or the count) of the row LOOKUP_AHEAD on now.
+        ahead = j + LOOKUP_AHEAD
+        if ahead < n_unique:
+            if looked_up and known[ahead] >= 0:
+                prefetch(g_count, known[ahead])
+            else:
+                prefetch(g_keys, 2 * (_key_slot(u_key[ahead]) & mask))
         if looked_up and known[j] >= 0:
             g_count[known[j]] += u_count[j]
             j += 1

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: eac04ba5456b050715ed19e6956ef60a3ccde959dd479ee59cf36aab99618c52
+#: kernel cache stamp: 4dd8b9228d6b592508eff4ee2dc624258302ed44afff554390a70f00160840be
 
 
 @njit(cache=True, nogil=True, _nrt=False)
