@@ -150,6 +150,19 @@ def test_short_texts_from_the_piece_memo_equal_the_kernels(texts_, pattern):
         assert len(tok._encoder.memo) > 0
 
 
+def test_memo_fill_of_pieces_that_do_not_tile_the_text():
+    """The memo is filled from the text's own bytes when its pieces tile it (always, for
+    the scanner's patterns); pieces that do not are encoded from their own bytes."""
+    tok = fb.train(["the cat sat on the mat é中"] * 3, vocab_size=275)
+    enc = tok._encoder
+    for pieces, text in ((["the", " cat"], "the cat"), (["é中", " the"], "é中 the"),
+                         (["the", " mat"], "xy"), (["中", " cat"], "é")):
+        ids = enc._memo_fill(pieces, text)
+        each = [enc.encode_one(p, frozenset(), frozenset()).tolist() for p in pieces]
+        assert [enc.memo[p] for p in pieces] == each
+        assert ids == [i for piece_ids in each for i in piece_ids]
+
+
 def test_piece_memo_is_bounded_and_not_pickled(monkeypatch):
     import pickle
 
