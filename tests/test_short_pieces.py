@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import fastbpe_nb as fb
+from fastbpe_nb import pretokenize
 from fastbpe_nb import reference as ref
 from fastbpe_nb.errors import ModelFormatError
 from fastbpe_nb.kernels.encode import SHORT_BYTES
@@ -148,6 +149,35 @@ def test_short_texts_from_the_piece_memo_equal_the_kernels(texts_, pattern):
             assert tok.encode(text, disallowed_special=()) == slow
     if any(t and "\ud800" not in t for t in texts_):  # the memo really served them
         assert len(tok._encoder.memo) > 0
+
+
+ascii_memo_texts = st.lists(st.sampled_from(["a", "ab ", " c", "\n", "\t", "  ", "'s", "'ll",
+                                             "12", "345", ";", "x=1", "<|endoftext|>",
+                                             "\r\n", "/", "A"]), min_size=20,
+                            max_size=90).map("".join)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts_=st.lists(ascii_memo_texts, min_size=1, max_size=6),
+       pattern=st.sampled_from(["gpt2", "cl100k", "o200k"]))
+def test_ascii_short_texts_split_by_the_scanner_equal_the_kernels(texts_, pattern):
+    """ASCII texts of SCAN_SHORT_CHARS characters and more are split for the memo by the
+    scanner, not by regex: the same pieces, the kernel's ids, the first time (a fill from
+    the scanner's offsets) and the second (from the memo)."""
+    import fastbpe_nb.encoder as encoder
+
+    docs = ["abc ab c 12 it's <|endoftext|> aab x=1;\n"] * 4
+    tok = fb.train(docs, vocab_size=290, pattern=pattern, special_tokens=["<|endoftext|>"])
+    enc = tok._encoder
+    split = pretokenize.compiled_pattern(enc.level.pattern).findall
+    for _ in range(2):
+        for text in texts_:
+            slow = enc.encode_one(text, frozenset(), frozenset()).tolist()
+            assert tok.encode_ordinary(text) == slow
+            assert tok.encode(text, disallowed_special=()) == slow
+    long = [t for t in texts_ if encoder.SCAN_SHORT_CHARS <= len(t) <= encoder.SHORT_TEXT_CHARS]
+    for text in long:  # the scanner's pieces are the memo's keys
+        assert enc.encode_short(text) is not None and all(p in enc.memo for p in split(text))
 
 
 def test_memo_fill_of_pieces_that_do_not_tile_the_text():
