@@ -257,7 +257,9 @@ class SpecialTokenMatcher:
             return False
         if self._use_regex:
             return True
-        return any(p in text for p in self._prefixes)
+        if len(self._prefixes) == 1:  # (usually "<|" or "["): no generator, ~10x faster
+            return self._prefixes[0] in text
+        return any(map(text.__contains__, self._prefixes))
 
     def finditer(self, text: str):
         """Yield ``(start, end, token)`` of every non-overlapping occurrence, leftmost first."""

@@ -322,6 +322,10 @@ def test_special_matcher_matches_reference(text, specials):
 
     assert split_special(text, SpecialTokenMatcher(specials)) == ref.split_special_tokens(
         text, specials)
+    # The filter: False only when no token occurs (one prefix or several).
+    matcher = SpecialTokenMatcher(specials)
+    assert matcher.maybe_in(text) == any(p in text for p in matcher.prefixes)
+    assert matcher.maybe_in(text) or not any(t in text for t in specials)
 
 
 def test_many_special_tokens(tmp_path):
