@@ -193,6 +193,35 @@ def test_memo_fill_of_pieces_that_do_not_tile_the_text():
         assert ids == [i for piece_ids in each for i in piece_ids]
 
 
+def test_texts_the_piece_memo_served_are_kept_whole(monkeypatch):
+    """A short text served whole by the piece memo is kept whole: the next call returns
+    its ids without splitting it, as a list of the caller's own; the text memo is bounded
+    and starts empty in an unpickled tokenizer."""
+    import pickle
+
+    import fastbpe_nb.encoder as encoder
+
+    tok = fb.train(["the cat sat on the mat, 12 dogs é"] * 3, vocab_size=280)
+    enc = tok._encoder
+    text = "the cat sat é"
+    expected = enc.encode_one(text, frozenset(), frozenset()).tolist()
+    assert tok.encode(text) == expected and text not in enc.text_memo  # filled the memo
+    assert tok.encode(text) == expected and enc.text_memo[text] == expected
+    monkeypatch.setattr(encoder.pretokenize, "compiled_pattern", None)  # no split any more
+    first = tok.encode(text)
+    first.append(-1)  # the caller's list: the memo's is not changed
+    assert tok.encode(text) == expected == enc.text_memo[text]
+    assert tok.encode_to_numpy(text).tolist() == expected
+    monkeypatch.undo()
+    monkeypatch.setattr(encoder, "TEXT_MEMO_ENTRIES", 5)
+    for k in range(40):
+        other = f"the cat {k}"
+        want = enc.encode_one(other, frozenset(), frozenset()).tolist()
+        assert [tok.encode(other) for _ in range(3)] == [want] * 3
+        assert len(enc.text_memo) <= 5
+    assert pickle.loads(pickle.dumps(tok))._encoder.text_memo == {}
+
+
 def test_piece_memo_is_bounded_and_not_pickled(monkeypatch):
     import pickle
 
