@@ -42,9 +42,10 @@ SCAN_SHORT_CHARS = 64
 BACKTRACK_UNITS = 1 << 18
 #: The piece memo is emptied when it holds this many pieces (bounded memory, ~200 B each).
 PIECE_MEMO_ENTRIES = 1 << 16
-#: The text memo (short texts the piece memo served, whole) is emptied at this many texts:
-#: at most ~2 KB each (256 characters, their ids), 8 MB in all.
-TEXT_MEMO_ENTRIES = 1 << 12
+#: The text memo (short texts the piece memo served, whole) is emptied when its texts'
+#: ids would pass this many: ~2 MB of list slots (the int objects are the piece memo's),
+#: plus the texts, at most 256 characters each (~4,000 texts of 64 ids).
+TEXT_MEMO_IDS = 1 << 18
 #: Id arrays of at least this many ids become lists through shared int objects
 #: (``Encoder.shared_ints``); shorter ones through ``tolist()``.
 SHARED_INTS_FROM = 1024
@@ -82,6 +83,7 @@ class Encoder:
         self.scanner = pretokenize.scanner_name(level.pattern) if self.segmentable else None
         self.memo = {} if self.segmentable and self.safe_cut is None else None  # piece -> ids
         self.text_memo = {}  # a short text the piece memo served -> its ids (encode_short)
+        self.text_memo_ids = 0  # ids held by text_memo
         self._id_objects = None  # object array: the int of each id, shared by id lists
         self._piece_documents = None  # 0, 1, 2, ..: a document per piece (_memo_fill)
 
@@ -167,9 +169,11 @@ class Encoder:
                 return self._memo_fill(pieces, text, offsets)
             out += ids
         # Served whole by the piece memo: the same text next time skips the split too.
-        if len(self.text_memo) >= TEXT_MEMO_ENTRIES:
+        if self.text_memo_ids + len(out) > TEXT_MEMO_IDS:
             self.text_memo.clear()
+            self.text_memo_ids = 0
         self.text_memo[text] = out[:]
+        self.text_memo_ids += len(out)
         return out
 
     def _memo_fill(self, pieces: list[str], text: str, offsets=None):

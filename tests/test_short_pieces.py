@@ -213,12 +213,13 @@ def test_texts_the_piece_memo_served_are_kept_whole(monkeypatch):
     assert tok.encode(text) == expected == enc.text_memo[text]
     assert tok.encode_to_numpy(text).tolist() == expected
     monkeypatch.undo()
-    monkeypatch.setattr(encoder, "TEXT_MEMO_ENTRIES", 5)
+    monkeypatch.setattr(encoder, "TEXT_MEMO_IDS", 20)
     for k in range(40):
         other = f"the cat {k}"
         want = enc.encode_one(other, frozenset(), frozenset()).tolist()
         assert [tok.encode(other) for _ in range(3)] == [want] * 3
-        assert len(enc.text_memo) <= 5
+        held = sum(map(len, enc.text_memo.values()))
+        assert held == enc.text_memo_ids <= 20 and other in enc.text_memo
     assert pickle.loads(pickle.dumps(tok))._encoder.text_memo == {}
 
 
