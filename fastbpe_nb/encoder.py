@@ -196,9 +196,10 @@ class Encoder:
                 lengths = [len(piece.encode("utf-8")) for piece in pieces]
             offsets = np.fromiter(accumulate(lengths, initial=0), np.int64, len(pieces) + 1)
         if offsets[-1] != len(raw):  # pieces that do not tile the text: their own bytes
-            raw = b"".join(piece.encode("utf-8") for piece in pieces)
-            offsets = np.fromiter(accumulate((len(p.encode("utf-8")) for p in pieces),
-                                             initial=0), np.int64, len(pieces) + 1)
+            parts = [piece.encode("utf-8") for piece in pieces]
+            raw = b"".join(parts)
+            offsets = np.fromiter(accumulate(map(len, parts), initial=0), np.int64,
+                                  len(pieces) + 1)
         ids, doc_offsets = self.run((np.frombuffer(raw, dtype=np.uint8), offsets, NO_SPECIAL,
                                      self.piece_documents(len(pieces))))
         if len(self.memo) + len(pieces) > PIECE_MEMO_ENTRIES:
