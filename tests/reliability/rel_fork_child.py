@@ -80,6 +80,10 @@ def _entry_points(tok, docs) -> dict:
         # (Encoder.encode_plain), with and without a special token to look for.
         "encode_long": lambda: [(tok.encode(3 * d, **kw), tok.encode_ordinary(3 * d),
                                  tok.encode_to_numpy(3 * d, **kw).tolist()) for d in docs],
+        # ASCII texts of 64-256 characters: split by the scanner for the piece memo, and
+        # the second time served whole from the text memo.
+        "encode_short_ascii": lambda: [[tok.encode_ordinary(a) for _ in range(2)] for a in (
+            d.encode("ascii", "ignore").decode()[:256] for d in docs)],
         "encode_bytes": lambda: [tok.encode_bytes(d.encode()) for d in docs],
         "encode_batch": lambda: tok.encode_batch(docs, num_threads=2, **kw),
         "encode_batch_arrow": lambda: tok.encode_batch(
