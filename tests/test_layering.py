@@ -66,6 +66,8 @@ KERNEL_CONSTANTS = {
         # look-ahead (correctness, not speed; see _first_piece_shortened).
         "KEEP_CHARS",
     )),
+    # gpt2's ASCII blocks: 64 bytes, one bit each in a 64-bit mask (the width of the masks).
+    *(f"fastbpe_nb.kernels.ascii_blocks:{name}" for name in ("BLOCK_BYTES", "STORABLE")),
     # The gpt2, cl100k and o200k automata: their classes, states, action bits and the layout of
     # scanner_tables (what the patterns are, not tuning).
     *(f"fastbpe_nb.kernels.automata:{name}" for name in (

@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 4dd1a6d85b444b6e00985a50f148077391640f9a6df5b8e2e1d59ea4409dc076
+#: kernel cache stamp: 89033deb14edb8faec74377a1fa215273434fc61e49db566602acf1af621f7f9
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

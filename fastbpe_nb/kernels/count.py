@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 4dd1a6d85b444b6e00985a50f148077391640f9a6df5b8e2e1d59ea4409dc076
+#: kernel cache stamp: 89033deb14edb8faec74377a1fa215273434fc61e49db566602acf1af621f7f9
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 4dd8b9228d6b592508eff4ee2dc624258302ed44afff554390a70f00160840be
+#: kernel cache stamp: 0b93e50d9d0ea438ec0169f9246388fa4d845d7c6476dd86077a349dec4c939b
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -1,0 +1,232 @@
+"""gpt2's pieces over pure-ASCII text, 64 bytes at a time, from bit masks.
+
+The automaton (:func:`fastbpe_nb.kernels.scan._run_automaton`) reads one byte per step
+through a chain of dependent table loads: about 210 MB/s on one core of the team's VM
+(Linux sources). On ASCII text gpt2's piece starts depend only on each byte's kind and its
+neighbours', so a block of 64 bytes is classified at once (``class_masks``: one vector
+load, a compare or two per kind, each result taken as a 64-bit mask, bit ``k`` for byte
+``pos + k``); a dozen mask operations then give the piece starts, which are stored one
+set bit at a time.
+
+gpt2's pattern is ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|
+\\s+(?!\\S)|\\s+``. On ASCII its kinds are L (``A-Z a-z``), N (``0-9``), S (the space
+U+0020, the only character ``' ?'`` takes), W (``\\t \\n \\v \\f \\r``: the rest of
+``\\s``; ``\\x1c-\\x1f`` are not ``\\s`` in ``regex``) and O (all else). With a piece
+starting at bit 0, a piece starts at ``k`` exactly when
+
+* ``k`` starts a whitespace run (``k - 1`` is not whitespace);
+* ``k`` and ``k - 1`` are both L, N or O, of different kinds;
+* ``k`` is not whitespace and ``k - 1`` is W (after S it is not: the space is the ``' ?'``
+  of the piece that ``k`` continues);
+* ``k`` and ``k - 1`` are whitespace and ``k + 1`` is not: ``\\s+(?!\\S)`` leaves a run's
+  last character to the next match (the ``' ?'`` of the next piece if it is a space,
+  ``\\s+`` alone if not);
+* or a contraction ends at ``k``. A contraction is tried where an apostrophe starts a
+  piece: after L, N or W, or at bit 0 (after O it is inside a run of others, after S it
+  is the ``' ?'`` of one). Apostrophes are few, so each one is checked by hand, and the
+  starts inside a contraction are cleared.
+
+Starts are stored for ``k <= 62`` only (the rule at ``k`` reads ``k + 1``), and only up
+to two bytes before the block's first byte >= 0x80 (whose character may be a letter, a
+digit or whitespace). The caller scans whatever this leaves
+(non-ASCII text, pieces of 63 bytes or more, a document's last 64 bytes) with the
+automaton, from a piece start, and comes back here.
+"""
+
+import numpy as np
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+#: Bits 1..62: where starts may be stored (bit 0 is the piece start the block begins at).
+STORABLE = np.uint64(0x7FFFFFFFFFFFFFFE)
+#: The bytes a block covers.
+BLOCK_BYTES = 64
+APOSTROPHE = 0x27
+
+
+def low_bit(x):
+    """Index of the lowest set bit of ``x`` (a nonzero ``uint64``)."""
+    x = int(x)
+    return np.uint64((x & -x).bit_length() - 1)
+
+
+def high_bit(x):
+    """Index of the highest set bit of ``x`` (a nonzero ``uint64``)."""
+    return np.uint64(int(x).bit_length() - 1)
+
+
+def class_masks(data, pos):
+    """``(letters, digits, space, other_ws, apostrophes, non_ascii)``: ``uint64`` masks of
+    the 64 bytes ``data[pos:pos + 64]``, bit ``k`` for byte ``pos + k``: ``A-Z a-z``,
+    ``0-9``, U+0020, ``\t \n \v \f \r``, ``'``, and bytes >= 0x80."""
+    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
+
+    def bits(where):
+        return np.uint64(int(np.sum(np.where(where, 1, 0) << np.arange(BLOCK_BYTES,
+                                                                        dtype=object))))
+    folded = b | 0x20
+    return (bits((folded >= 0x61) & (folded <= 0x7A)), bits((b >= 0x30) & (b <= 0x39)),
+            bits(b == 0x20), bits((b >= 0x09) & (b <= 0x0D)), bits(b == APOSTROPHE),
+            bits(b >= 0x80))
+
+
+@overload(low_bit, jit_options={"cache": True, "nogil": True}, inline="always")
+def _low_bit_jit(x):
+    from numba.cpython.unsafe.numbers import trailing_zeros
+
+    def impl(x):
+        return np.uint64(trailing_zeros(x))
+    return impl
+
+
+@overload(high_bit, jit_options={"cache": True, "nogil": True}, inline="always")
+def _high_bit_jit(x):
+    from numba.cpython.unsafe.numbers import leading_zeros
+
+    def impl(x):
+        return np.uint64(63) - np.uint64(leading_zeros(x))
+    return impl
+
+
+@intrinsic
+def _class_masks_vector(typingctx, data, pos):
+    """``class_masks`` compiled: one 64-byte vector load, a compare or two per class, and
+    each ``<64 x i1>`` result taken as an ``i64`` (LLVM makes these ``pmovmskb`` on x86
+    and the like elsewhere). Unaligned; ``pos + 64 <= len(data)`` is the caller's."""
+    if not (isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8
+            and isinstance(pos, types.Integer)):
+        return None
+    result = types.UniTuple(types.uint64, 6)
+
+    def codegen(context, builder, sig, args):
+        ir = cgutils.ir
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        index = context.cast(builder, args[1], sig.args[1], types.intp)
+        vec = ir.VectorType(ir.IntType(8), BLOCK_BYTES)
+        address = builder.bitcast(builder.gep(ary.data, [index]), vec.as_pointer())
+        v = builder.load(address, align=1)
+
+        def splat(byte):
+            return ir.Constant(vec, [byte] * BLOCK_BYTES)
+
+        def in_range(x, lo, hi):  # lo <= x <= hi, unsigned: (x - lo) <= hi - lo
+            return builder.icmp_unsigned("<=", builder.sub(x, splat(lo)), splat(hi - lo))
+
+        i64 = ir.IntType(BLOCK_BYTES)
+        opaque = ir.FunctionType(i64, [i64])
+
+        def mask(bits):
+            # Through an empty asm statement: LLVM otherwise folds the scalar mask algebra
+            # that follows back into <64 x i1> vector code, a bit-by-bit extraction ~5x
+            # slower than the compares. (An empty statement: any target.)
+            return builder.asm(opaque, "", "=r,0", [builder.bitcast(bits, i64)], False)
+
+        masks = [
+            in_range(builder.or_(v, splat(0x20)), 0x61, 0x7A),
+            in_range(v, 0x30, 0x39),
+            builder.icmp_unsigned("==", v, splat(0x20)),
+            in_range(v, 0x09, 0x0D),
+            builder.icmp_unsigned("==", v, splat(APOSTROPHE)),
+            builder.icmp_unsigned(">=", v, splat(0x80)),
+        ]
+        return context.make_tuple(builder, result, [mask(m) for m in masks])
+
+    return result(data, pos), codegen
+
+
+@overload(class_masks, jit_options={"cache": True, "nogil": True}, inline="always")
+def _class_masks_jit(data, pos):
+    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
+        def impl(data, pos):
+            return _class_masks_vector(data, pos)
+        return impl
+    return None
+
+
+@njit(cache=True, nogil=True)
+def gpt2_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
+    """Store gpt2's piece ends of ``data[:end]`` from ``pos`` (a piece start), a block of
+    64 bytes at a time, while blocks are ASCII enough to give one.
+
+    Parameters
+    ----------
+    data : uint8[n]
+        The bytes (``end <= n``).
+    pos : int
+        A piece start of the document that ends at ``end``.
+    limit : int
+        Stop once a piece ends at or after it (as ``scan._run_automaton``).
+    piece_offsets : int64[m]
+        Piece ends are stored at ``piece_offsets[n_pieces + 1]`` on (grown when needed:
+        the buffer is returned).
+
+    Returns
+    -------
+    tuple
+        ``(pos, n_pieces, piece_offsets)``: ``pos`` is the last end stored (a piece start),
+        or the ``pos`` given when no block could be done; ``pos >= limit`` when the limit
+        was reached.
+    """
+    one = np.uint64(1)
+    while pos + BLOCK_BYTES <= end and pos < limit:
+        letters, digits, space, other_ws, apostrophes, non_ascii = class_masks(data, pos)
+        top = 62  # the highest bit a start may be stored at
+        if non_ascii != 0:
+            top = min(top, np.int64(low_bit(non_ascii)) - 2)
+            if top < 1:
+                break
+        ws = space | other_ws
+        not_ws = ~ws
+        kinds = letters | digits
+        others = not_ws & ~kinds
+        starts = (
+            (ws & ~(ws << one))
+            | (letters & ((digits | others) << one))
+            | (digits & ((letters | others) << one))
+            | (others & (kinds << one))
+            | (not_ws & (other_ws << one))
+            | (ws & (ws << one) & ~(ws >> one))
+        )
+        keep = STORABLE & ((one << np.uint64(top + 1)) - one)
+        tried = apostrophes & (((kinds | other_ws) << one) | one) & (keep | one)
+        while tried != 0:
+            k = np.int64(low_bit(tried))
+            tried &= tried - one
+            if k + 3 > top:
+                # Its letters would be read past the block's known bytes (or its end
+                # stored past the bits that can hold it): store up to k, and the next
+                # block starts at the apostrophe.
+                keep &= (one << np.uint64(k + 1)) - one
+                break
+            c1 = data[pos + k + 1]
+            c2 = data[pos + k + 2]
+            length = 0
+            if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:  # 's 't 'm 'd
+                length = 2
+            elif (c1 == 0x72 or c1 == 0x76) and c2 == 0x65:  # 're 've
+                length = 3
+            elif c1 == 0x6C and c2 == 0x6C:  # 'll
+                length = 3
+            if length != 0:
+                inside = ((one << np.uint64(length - 1)) - one) << np.uint64(k + 1)
+                starts = (starts & ~inside) | (one << np.uint64(k + length))
+        starts &= keep
+        if starts == 0:
+            break  # no start in the block: a long piece, or non-ASCII close ahead
+        if pos + top >= limit:
+            # Stop at the first start at or after limit (where the caller's chunk ends).
+            past = starts & ~((one << np.uint64(max(0, limit - pos))) - one)
+            if past != 0:
+                starts &= (one << (low_bit(past) + one)) - one
+        if n_pieces + BLOCK_BYTES + 8 > piece_offsets.shape[0]:
+            grown = np.empty(2 * piece_offsets.shape[0] + BLOCK_BYTES + 8, dtype=np.int64)
+            grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
+            piece_offsets = grown
+        last = pos + np.int64(high_bit(starts))
+        while starts != 0:
+            n_pieces += 1
+            piece_offsets[n_pieces] = pos + np.int64(low_bit(starts))
+            starts &= starts - one
+        pos = last
+    return pos, n_pieces, piece_offsets

@@ -1,0 +1,152 @@
+"""gpt2's 64-byte ASCII blocks (``kernels.ascii_blocks``) against ``regex.findall``.
+
+The scanner finds gpt2's pieces of pure-ASCII stretches from bit masks and hands the rest
+(non-ASCII characters, pieces of 63 bytes or more, a document's last 64 bytes) to the
+automaton. These texts are long enough to hold many blocks, and are built from the parts
+where the mask rules are delicate: whitespace runs before letters, digits and others
+(``\\s+(?!\\S)`` and the ``' ?'`` prefix), contractions (after letters, digits, line breaks,
+spaces and others), kinds changing at every byte, pieces longer than a block, and
+non-ASCII characters at any distance from a block's end.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastbpe_nb._scanner import scan_offsets, scan_prefix_offsets
+from fastbpe_nb.pretokenize import NAMED_PATTERNS
+
+NOJIT = os.environ.get("NUMBA_DISABLE_JIT") == "1"
+GPT2 = regex.compile(NAMED_PATTERNS["gpt2"])
+HYPOTHESIS = settings(max_examples=100 if NOJIT else 400, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+ASCII_PARTS = [
+    "a", "word", "Words", "s", "t", "e", "l", "re", "ll", "d", "m", "v", "x", "Z",
+    "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'RE", "'r", "'v", "'l", "'x",
+    " ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\x0b", "\x0c", " \n", "\n ", "\t ",
+    "0", "42", "2024", ".", ",", "(", ")", "->", "==", "/*", "*/", "_", "#", "\\", '"',
+    "\x00", "\x1c", "\x1f", "\x7f", "~",
+]
+LONG_PARTS = [" " * 70, "\t" * 65, "=" * 80, "a" * 66, "9" * 64, "\n" * 63, " " * 62 + "x"]
+NON_ASCII_PARTS = ["\u00e9", "\u00a0", "\u4e2d", "\u2019", "\u0663", "\u3000", "\u0416"]
+
+ascii_texts = st.lists(
+    # ASCII parts three times as likely as long runs or non-ASCII characters.
+    st.one_of(st.sampled_from(ASCII_PARTS), st.sampled_from(ASCII_PARTS),
+              st.sampled_from(ASCII_PARTS), st.sampled_from(LONG_PARTS),
+              st.sampled_from(NON_ASCII_PARTS)),
+    min_size=20, max_size=220,
+).map("".join)
+
+
+def whole_scan(data: bytes) -> list[bytes]:
+    offsets, _ = scan_offsets(data, None, "gpt2")
+    bounds = offsets.tolist()
+    return [data[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def expected(text: str) -> list[bytes]:
+    return [p.encode() for p in GPT2.findall(text)]
+
+
+@HYPOTHESIS
+@given(text=ascii_texts)
+def test_blocks_match_regex(text):
+    assert whole_scan(text.encode()) == expected(text)
+
+
+@HYPOTHESIS
+@given(text=ascii_texts, shift=st.integers(0, 63))
+def test_blocks_at_every_alignment_match_regex(text, shift):
+    # The same text after `shift` letters: every rule meets every bit of a block.
+    padded = "q" * shift + " " + text
+    assert whole_scan(padded.encode()) == expected(padded)
+
+
+@HYPOTHESIS
+@given(text=ascii_texts, steps=st.lists(st.integers(1, 150), min_size=1, max_size=10))
+def test_blocks_stop_at_limits_like_the_whole_scan(text, steps):
+    # Chained scans that stop once a piece ends at or after a limit (scan_prefix, as a huge
+    # text is scanned): each stops where the whole scan has a piece end, at or past its limit
+    # (the automaton may store ends past it, a round of bytes at a time; the blocks stop
+    # at the first).
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    whole = scan_offsets(data, None, "gpt2")[0].tolist()
+    got, start, k = [0], 0, 0
+    while start < len(data):
+        limit = start + steps[k % len(steps)]
+        pieces, end = scan_prefix_offsets(data, start, limit, "gpt2")
+        assert end >= min(limit, len(data)) and end in whole
+        got.extend(pieces[1:].tolist())
+        start, k = end, k + 1
+    assert got == whole
+
+
+@HYPOTHESIS
+@given(texts=st.lists(ascii_texts, min_size=1, max_size=4))
+def test_blocks_never_cross_a_document_end(texts):
+    docs = [t.encode() for t in texts]
+    data = b"".join(docs)
+    doc_offsets = np.cumsum([0] + [len(d) for d in docs]).astype(np.int64)
+    offsets, doc_pieces = scan_offsets(data, doc_offsets, "gpt2")
+    for d, text in enumerate(texts):
+        bounds = offsets[doc_pieces[d]:doc_pieces[d + 1] + 1].tolist()
+        assert [data[a:b] for a, b in zip(bounds[:-1], bounds[1:])] == expected(text)
+
+
+def test_real_text_matches_regex():
+    # Prose and code as users have them: the repository's own sources and docs.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in ("fastbpe_nb/kernels/scan.py", "README.md", "docs/performance.md"):
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            text = f.read()
+        assert whole_scan(text.encode()) == expected(text), path
+
+
+def test_class_masks_compiled_match_their_definition():
+    from fastbpe_nb.kernels.ascii_blocks import BLOCK_BYTES, class_masks
+    from numba import njit
+
+    @njit
+    def compiled(data, pos):
+        return class_masks(data, pos)
+
+    rng = np.random.default_rng(7)
+    blocks = [np.arange(256, dtype=np.uint8)[k:k + BLOCK_BYTES] for k in range(0, 193, 64)]
+    blocks += [rng.integers(0, 256, BLOCK_BYTES + 5, dtype=np.uint8) for _ in range(50)]
+    blocks += [rng.choice(np.frombuffer(b" \t\n\r\x0b\x0c\x08\x0e'azAZ09@[`{/:\x80\xff", np.uint8),
+                          BLOCK_BYTES + 3) for _ in range(50)]
+    for data in blocks:
+        for pos in range(len(data) - BLOCK_BYTES + 1):
+            assert compiled(data, pos) == class_masks(data, pos)
+    # The definition itself, byte by byte, against regex's classes.
+    for byte in range(256):
+        data = np.full(BLOCK_BYTES, byte, dtype=np.uint8)
+        masks = class_masks(data, 0)
+        assert all(m in (0, 2**64 - 1) for m in masks)
+        letter, digit, space, other_ws, apostrophe, high = (m != 0 for m in masks)
+        if byte < 0x80:
+            char = chr(byte)
+            assert letter == bool(regex.match(r"\p{L}", char))
+            assert digit == bool(regex.match(r"\p{N}", char))
+            assert space == (char == " ")
+            assert other_ws == (bool(regex.match(r"\s", char)) and char != " ")
+            assert apostrophe == (char == "'")
+        assert high == (byte >= 0x80)
+
+
+@pytest.mark.parametrize("text", [
+    "x" * 63 + "'s", "x" * 61 + "'ll and more " * 8, "don't " * 30, " 's" * 40, "\n's" * 40,
+    "1's" * 40, "(('s" * 30, "'''s" * 30, "a" * 62 + "\u00e9" + "b" * 100,
+    " " * 62 + "\u00a0" + "x" * 70, "abc " * 15 + "\u4e2d" * 30 + " def" * 20,
+    "\t\t\treturn x;\n" * 20, "  \n  \n" * 40 + "end", "a" * 200,
+])
+def test_block_edges_match_regex(text):
+    assert whole_scan(text.encode()) == expected(text)
