@@ -9,7 +9,7 @@ tokenizers and sentencepiece, side by side in one run, each tool in its own proc
 Same machine, same corpus file (``bench_data.corpus_path``: the first N MB of the Linux
 sources' text files; ``FASTBPE_BENCH_CACHE`` says where it is cached), same vocabulary size,
 pattern and byte alphabet, all cores for every tool. Every run is a fresh child process, so
-its peak RSS (``ru_maxrss`` from ``wait4``: interpreter and imports included) is its own;
+its peak RSS (``VmHWM``, see ``vm_hwm_mib``: interpreter and imports included) is its own;
 runs are interleaved (run 1 of every tool, then run 2 ...) and the table shows medians.
 The peers read the corpus from the file as a stream of ~1 MB documents cut at safe
 boundaries (so they see the same pre-tokens as we do); the reading is inside their time,
@@ -88,6 +88,22 @@ def _rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def vm_hwm_mib() -> float | None:
+    """This process's peak RSS since its exec (Linux's ``VmHWM``), MiB; None elsewhere.
+
+    A child's ``ru_maxrss`` is no good here: Linux carries the parent's peak into the child
+    across fork + exec, and this script's parent may have grown larger than the tool it
+    measures (a 1.2 GB run reported ~900 MiB for a training whose own peak is ~510)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def _ours(spec, tie_break):
@@ -267,6 +283,7 @@ def child_main(spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     result = RUNNERS[spec["tool"]](spec)
+    result["vm_hwm_mib"] = vm_hwm_mib()
     with open(spec["result"], "w", encoding="utf-8") as f:
         json.dump(result, f)
     return 0
@@ -310,7 +327,7 @@ def run_child(tool: str, spec: dict, work: str, run: int, timeout: float,
               script: str = __file__, stdout=None, memory_limit: int | None = None) -> dict:
     """Run one tool once in a fresh process (``script --child SPEC``, which writes its
     result to ``spec["result"]``); the result with ``peak_rss_mib`` (the child's own
-    ``ru_maxrss``) added, or ``{"error": ...}``. The child's output goes to a log file in
+    ``VmHWM``) added, or ``{"error": ...}``. The child's output goes to a log file in
     ``work``, or to ``stdout`` when given (e.g. ``sys.stderr``, to see progress bars).
     ``memory_limit`` (bytes) caps the child's address space: a tool that needs more fails
     with its own out-of-memory error instead of pushing the machine into the OOM killer."""
@@ -344,7 +361,9 @@ def run_child(tool: str, spec: dict, work: str, run: int, timeout: float,
     with open(spec["result"], encoding="utf-8") as f:
         result = json.load(f)
     os.remove(spec["result"])
-    result["peak_rss_mib"] = usage.ru_maxrss / 1024  # KiB on Linux
+    # The child's own peak (see vm_hwm_mib); ru_maxrss (KiB on Linux) where it has none.
+    hwm = result.pop("vm_hwm_mib", None)
+    result["peak_rss_mib"] = hwm if hwm is not None else usage.ru_maxrss / 1024
     return result
 
 
@@ -481,7 +500,7 @@ def report(args, results, size) -> None:
     fmt = lambda x, spec=".1f": "—" if x is None else format(x, spec)  # noqa: E731
     trainers = [t for t in args.tools if t != "scanner"]
     print(f"Each run a fresh process; medians of {args.repeat}; peak RSS = max over runs of "
-          "the process's ru_maxrss (interpreter, imports and the streamed corpus included).\n")
+          "the process's own VmHWM (interpreter, imports and the streamed corpus included).\n")
     print("| trainer | median s | runs (s) | peak RSS MiB | fastbpe_nb / peer | counting s | "
           "merging s | unique words | merges |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---|")

@@ -11,7 +11,7 @@ The corpus is the folder ``build_big_corpus.py`` writes (``part-000.txt`` ...; d
 when the size ends inside a file, that file's first bytes up to the last safe boundary
 (copied to a temporary file under ``--work``). Every size trains in a fresh process (the
 Numba kernels loaded on a 200 KB file first, outside the timing), so its peak RSS
-(``ru_maxrss``) is its own. Prints a Markdown table: unique words, counting and merging
+(``VmHWM``) is its own. Prints a Markdown table: unique words, counting and merging
 time, time and peak RSS per GB, counting MB/s and merges/s.
 """
 
@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compare_training import ROOT, _rss_mib, machine, run_child  # noqa: E402
+from compare_training import ROOT, _rss_mib, machine, run_child, vm_hwm_mib  # noqa: E402
 
 if __name__ == "__main__":
     sys.path.insert(0, ROOT)  # this checkout's fastbpe_nb, not an installed one
@@ -112,6 +112,7 @@ def child_main(spec_path: str) -> int:
               "vocab": len(tok.vocab),
               **{k: report[k] for k in ("seconds_counting", "seconds_merging", "unique_words",
                                         "pre_tokens", "merges", "bytes_read", "peak_rss_bytes")}}
+    result["vm_hwm_mib"] = vm_hwm_mib()
     with open(spec["result"], "w", encoding="utf-8") as f:
         json.dump(result, f)
     return 0

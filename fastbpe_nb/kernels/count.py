@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 89033deb14edb8faec74377a1fa215273434fc61e49db566602acf1af621f7f9
+#: kernel cache stamp: f023cd10b8831fa41d887f0a9d2ad4d8a3e1f62373779a9504453c66c4473f60
 
 
 @njit(cache=True, nogil=True, inline="always")

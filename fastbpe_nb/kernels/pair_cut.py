@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 0b93e50d9d0ea438ec0169f9246388fa4d845d7c6476dd86077a349dec4c939b
+#: kernel cache stamp: 727501d92120af7d62b31e7353da115875ba5ce74c0a477c53e497bc850e5f57
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -2,8 +2,10 @@
 
 gpt2's, cl100k's and o200k's patterns are small automata over the characters
 (:mod:`fastbpe_nb.kernels.automata`), run over the bytes in one pass by
-:func:`_scan_automaton`: no decode window, no per-character buffers, pieces of any length
-in constant memory. SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past
+:func:`_run_automaton`: no decode window, no per-character buffers, pieces of any length
+in constant memory. gpt2's pieces of pure-ASCII stretches come faster from bit masks, 64
+bytes at a time (:mod:`fastbpe_nb.kernels.ascii_blocks`; :func:`_scan_automaton` hands
+over between the two). SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past
 any number of characters, takes two passes over each document:
 
 1. :func:`decode_document` decodes its UTF-8 once into a per-character
