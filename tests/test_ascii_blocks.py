@@ -35,7 +35,13 @@ ASCII_PARTS = [
     "\x00", "\x1c", "\x1f", "\x7f", "~",
 ]
 LONG_PARTS = [" " * 70, "\t" * 65, "=" * 80, "a" * 66, "9" * 64, "\n" * 63, " " * 62 + "x"]
-NON_ASCII_PARTS = ["\u00e9", "\u00a0", "\u4e2d", "\u2019", "\u0663", "\u3000", "\u0416"]
+NON_ASCII_PARTS = ["\u00e9", "\u00a0", "\u4e2d", "\u2019", "\u0663", "\u3000", "\u0416",
+                   # two-byte letters the blocks take (Latin, basic Cyrillic) ...
+                   "\u00df", "\u00c4", "\u00ff", "\u0101", "\u02b0", "\u0250", "\u0451",
+                   "\u0436\u0438\u0437\u043d\u044c", "stra\u00dfe", "\u00e9t\u00e9",
+                   # ... and two-byte characters they leave to the automaton
+                   "\u00d7", "\u00f7", "\u00b2", "\u00b5", "\u0482", "\u0301", "\u03b1",
+                   "\u0387", "\u02c2", "\u0085"]
 
 ascii_texts = st.lists(
     # ASCII parts three times as likely as long runs or non-ASCII characters.
@@ -101,6 +107,54 @@ def test_blocks_never_cross_a_document_end(texts):
         assert [data[a:b] for a, b in zip(bounds[:-1], bounds[1:])] == expected(text)
 
 
+INVALID = [b"\xc3", b"\xd0", b"\xd1", b"\xca", b"\xbf", b"\x80", b"\xc3\xc3", b"\xc3\x97",
+           b"\xc2", b"\xe4\xb8", b"\xff", b"\xc0\x80", b"\xcb\x80"]
+byte_docs = st.lists(
+    st.one_of(st.sampled_from([p.encode() for p in ASCII_PARTS]),
+              st.sampled_from([p.encode() for p in ASCII_PARTS]),
+              st.sampled_from([p.encode() for p in NON_ASCII_PARTS]),
+              st.sampled_from(INVALID)),
+    min_size=20, max_size=160,
+).map(b"".join)
+
+
+@HYPOTHESIS
+@given(data=byte_docs)
+def test_invalid_utf8_next_to_two_byte_letters_follows_policy(data):
+    # An undecodable byte is one "other" character (surrogateescape): a lead byte without
+    # its continuation, a stray continuation, overlong or truncated sequences.
+    text = data.decode("utf-8", "surrogateescape")
+    want = [p.encode("utf-8", "surrogateescape") for p in GPT2.findall(text)]
+    assert whole_scan(data) == want
+
+
+def test_two_byte_letters_are_letters():
+    # Every two-byte code point, in a block of ASCII letters: the blocks take it as a
+    # letter only if regex does, and take all of U+00C0..U+02BF (but x and /) and
+    # U+0400..U+047F.
+    from numba import njit
+
+    from fastbpe_nb.kernels.ascii_blocks import class_masks, two_byte_letters
+
+    @njit
+    def letter_bits(data):
+        non_ascii = class_masks(data, 0)[5]
+        return two_byte_letters(data, 0, non_ascii), non_ascii
+
+    for cp in range(0x80, 0x800):
+        data = np.frombuffer(b"a" * 10 + chr(cp).encode() + b"a" * 52, dtype=np.uint8)
+        letters, non_ascii = letter_bits(data)
+        assert int(non_ascii) == 0b11 << 10
+        taken = int(letters) == 0b11 << 10
+        assert taken or int(letters) == 0, hex(cp)
+        is_letter = bool(regex.match(r"\p{L}", chr(cp)))
+        intended = (0xC0 <= cp <= 0x2BF and cp not in (0xD7, 0xF7)) or 0x400 <= cp <= 0x47F
+        assert taken == intended and (not taken or is_letter), hex(cp)
+    # A lead byte at the block's last bit: its continuation is not in the block.
+    data = np.frombuffer(b"a" * 63 + "\u00e9".encode(), dtype=np.uint8)
+    assert int(letter_bits(data)[0]) == 0
+
+
 def test_real_text_matches_regex():
     # Prose and code as users have them: the repository's own sources and docs.
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -111,21 +165,29 @@ def test_real_text_matches_regex():
 
 
 def test_class_masks_compiled_match_their_definition():
-    from fastbpe_nb.kernels.ascii_blocks import BLOCK_BYTES, class_masks
     from numba import njit
+
+    from fastbpe_nb.kernels.ascii_blocks import BLOCK_BYTES, class_masks, utf8_masks
 
     @njit
     def compiled(data, pos):
         return class_masks(data, pos)
 
+    @njit
+    def compiled_utf8(data, pos):
+        return utf8_masks(data, pos)
+
     rng = np.random.default_rng(7)
     blocks = [np.arange(256, dtype=np.uint8)[k:k + BLOCK_BYTES] for k in range(0, 193, 64)]
     blocks += [rng.integers(0, 256, BLOCK_BYTES + 5, dtype=np.uint8) for _ in range(50)]
-    blocks += [rng.choice(np.frombuffer(b" \t\n\r\x0b\x0c\x08\x0e'azAZ09@[`{/:\x80\xff", np.uint8),
+    blocks += [rng.choice(np.frombuffer(b" \t\n\r\x0b\x0c\x08\x0e'azAZ09@[`{/:\x80\xff"
+                                        b"\xc3\xc4\xca\xcb\xd0\xd1\xd2\x97\xb7\xbf\xc0", np.uint8),
                           BLOCK_BYTES + 3) for _ in range(50)]
     for data in blocks:
         for pos in range(len(data) - BLOCK_BYTES + 1):
             assert compiled(data, pos) == class_masks(data, pos)
+        for pos in range(len(data) - BLOCK_BYTES + 1):
+            assert compiled_utf8(data, pos) == utf8_masks(data, pos)
     # The definition itself, byte by byte, against regex's classes.
     for byte in range(256):
         data = np.full(BLOCK_BYTES, byte, dtype=np.uint8)
@@ -147,6 +209,9 @@ def test_class_masks_compiled_match_their_definition():
     "1's" * 40, "(('s" * 30, "'''s" * 30, "a" * 62 + "\u00e9" + "b" * 100,
     " " * 62 + "\u00a0" + "x" * 70, "abc " * 15 + "\u4e2d" * 30 + " def" * 20,
     "\t\t\treturn x;\n" * 20, "  \n  \n" * 40 + "end", "a" * 200,
+    "Stra\u00dfe und Gr\u00fc\u00dfe, \u00e7a va? " * 6,
+    "\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440! " * 8,
+    "x" * 62 + "\u00e9" * 40, "a\u00d7b \u00f7 " * 20,
 ])
 def test_block_edges_match_regex(text):
     assert whole_scan(text.encode()) == expected(text)

@@ -1,4 +1,5 @@
-"""gpt2's pieces over pure-ASCII text, 64 bytes at a time, from bit masks.
+"""gpt2's pieces of ASCII text (and of the commonest two-byte letters), 64 bytes at a time,
+from bit masks.
 
 The automaton (:func:`fastbpe_nb.kernels.scan._run_automaton`) reads one byte per step
 through a chain of dependent table loads: about 210 MB/s on one core of the team's VM
@@ -27,8 +28,8 @@ starting at bit 0, a piece starts at ``k`` exactly when
   starts inside a contraction are cleared.
 
 Starts are stored for ``k <= 62`` only (the rule at ``k`` reads ``k + 1``), and only up
-to two bytes before the block's first byte >= 0x80 (whose character may be a letter, a
-digit or whitespace). The caller scans whatever this leaves
+to two bytes before the block's first other byte >= 0x80 (whose character may be a letter,
+a digit or whitespace, or an invalid byte). The caller scans whatever this leaves
 (non-ASCII text, pieces of 63 bytes or more, a document's last 64 bytes) with the
 automaton, from a piece start, and comes back here.
 """
@@ -71,6 +72,19 @@ def class_masks(data, pos):
             bits(b >= 0x80))
 
 
+def utf8_masks(data, pos):
+    """``(leads, continuations, c3, times_divide)``: ``uint64`` masks of the 64 bytes
+    ``data[pos:pos + 64]``: the lead bytes 0xC3..0xCA, 0xD0, 0xD1; the continuation bytes
+    0x80..0xBF; 0xC3; and 0x97, 0xB7 (after 0xC3: U+00D7, U+00F7, not letters)."""
+    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
+
+    def bits(where):
+        return np.uint64(int(np.sum(np.where(where, 1, 0) << np.arange(BLOCK_BYTES,
+                                                                        dtype=object))))
+    return (bits(((b >= 0xC3) & (b <= 0xCA)) | (b == 0xD0) | (b == 0xD1)),
+            bits((b >= 0x80) & (b <= 0xBF)), bits(b == 0xC3), bits((b == 0x97) | (b == 0xB7)))
+
+
 @overload(low_bit, jit_options={"cache": True, "nogil": True}, inline="always")
 def _low_bit_jit(x):
     from numba.cpython.unsafe.numbers import trailing_zeros
@@ -89,50 +103,81 @@ def _high_bit_jit(x):
     return impl
 
 
-@intrinsic
-def _class_masks_vector(typingctx, data, pos):
-    """``class_masks`` compiled: one 64-byte vector load, a compare or two per class, and
-    each ``<64 x i1>`` result taken as an ``i64`` (LLVM makes these ``pmovmskb`` on x86
-    and the like elsewhere). Unaligned; ``pos + 64 <= len(data)`` is the caller's."""
-    if not (isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8
-            and isinstance(pos, types.Integer)):
-        return None
-    result = types.UniTuple(types.uint64, 6)
+def _vector_masks(compares):
+    """An intrinsic ``(data, pos) -> UniTuple(uint64, n)``: the 64 bytes ``data[pos:pos +
+    64]`` in one vector load, and for each ``compares(builder, v, splat, in_range)`` result
+    (a ``<64 x i1>``) a 64-bit mask, bit ``k`` for byte ``pos + k`` (LLVM makes these
+    ``pmovmskb`` on x86 and the like elsewhere). Unaligned; ``pos + 64 <= len(data)`` is
+    the caller's."""
 
-    def codegen(context, builder, sig, args):
-        ir = cgutils.ir
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        index = context.cast(builder, args[1], sig.args[1], types.intp)
-        vec = ir.VectorType(ir.IntType(8), BLOCK_BYTES)
-        address = builder.bitcast(builder.gep(ary.data, [index]), vec.as_pointer())
-        v = builder.load(address, align=1)
+    @intrinsic
+    def masks(typingctx, data, pos):
+        if not (isinstance(data, types.Array) and data.ndim == 1
+                and data.dtype == types.uint8 and isinstance(pos, types.Integer)):
+            return None
+        n = len(compares(None, None, None, None))
+        result = types.UniTuple(types.uint64, n)
 
-        def splat(byte):
-            return ir.Constant(vec, [byte] * BLOCK_BYTES)
+        def codegen(context, builder, sig, args):
+            ir = cgutils.ir
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            index = context.cast(builder, args[1], sig.args[1], types.intp)
+            vec = ir.VectorType(ir.IntType(8), BLOCK_BYTES)
+            address = builder.bitcast(builder.gep(ary.data, [index]), vec.as_pointer())
+            v = builder.load(address, align=1)
 
-        def in_range(x, lo, hi):  # lo <= x <= hi, unsigned: (x - lo) <= hi - lo
-            return builder.icmp_unsigned("<=", builder.sub(x, splat(lo)), splat(hi - lo))
+            def splat(byte):
+                return ir.Constant(vec, [byte] * BLOCK_BYTES)
 
-        i64 = ir.IntType(BLOCK_BYTES)
-        opaque = ir.FunctionType(i64, [i64])
+            def in_range(x, lo, hi):  # lo <= x <= hi, unsigned: (x - lo) <= hi - lo
+                return builder.icmp_unsigned("<=", builder.sub(x, splat(lo)),
+                                             splat(hi - lo))
 
-        def mask(bits):
-            # Through an empty asm statement: LLVM otherwise folds the scalar mask algebra
-            # that follows back into <64 x i1> vector code, a bit-by-bit extraction ~5x
-            # slower than the compares. (An empty statement: any target.)
-            return builder.asm(opaque, "", "=r,0", [builder.bitcast(bits, i64)], False)
+            i64 = ir.IntType(BLOCK_BYTES)
+            opaque = ir.FunctionType(i64, [i64])
 
-        masks = [
-            in_range(builder.or_(v, splat(0x20)), 0x61, 0x7A),
-            in_range(v, 0x30, 0x39),
-            builder.icmp_unsigned("==", v, splat(0x20)),
-            in_range(v, 0x09, 0x0D),
-            builder.icmp_unsigned("==", v, splat(APOSTROPHE)),
-            builder.icmp_unsigned(">=", v, splat(0x80)),
-        ]
-        return context.make_tuple(builder, result, [mask(m) for m in masks])
+            def mask(bits):
+                # Through an empty asm statement: LLVM otherwise folds the scalar mask
+                # algebra that follows back into <64 x i1> vector code, a bit-by-bit
+                # extraction ~5x slower than the compares. (An empty statement: any target.)
+                return builder.asm(opaque, "", "=r,0", [builder.bitcast(bits, i64)], False)
 
-    return result(data, pos), codegen
+            return context.make_tuple(builder, result, [
+                mask(m) for m in compares(builder, v, splat, in_range)])
+
+        return result(data, pos), codegen
+
+    return masks
+
+
+def _class_compares(builder, v, splat, in_range):
+    if builder is None:
+        return [None] * 6
+    return [
+        in_range(builder.or_(v, splat(0x20)), 0x61, 0x7A),
+        in_range(v, 0x30, 0x39),
+        builder.icmp_unsigned("==", v, splat(0x20)),
+        in_range(v, 0x09, 0x0D),
+        builder.icmp_unsigned("==", v, splat(APOSTROPHE)),
+        builder.icmp_unsigned(">=", v, splat(0x80)),
+    ]
+
+
+def _utf8_compares(builder, v, splat, in_range):
+    if builder is None:
+        return [None] * 4
+    return [
+        builder.or_(builder.or_(in_range(v, 0xC3, 0xCA), builder.icmp_unsigned(
+            "==", v, splat(0xD0))), builder.icmp_unsigned("==", v, splat(0xD1))),
+        in_range(v, 0x80, 0xBF),
+        builder.icmp_unsigned("==", v, splat(0xC3)),
+        builder.or_(builder.icmp_unsigned("==", v, splat(0x97)),
+                    builder.icmp_unsigned("==", v, splat(0xB7))),
+    ]
+
+
+_class_masks_vector = _vector_masks(_class_compares)
+_utf8_masks_vector = _vector_masks(_utf8_compares)
 
 
 @overload(class_masks, jit_options={"cache": True, "nogil": True}, inline="always")
@@ -142,6 +187,29 @@ def _class_masks_jit(data, pos):
             return _class_masks_vector(data, pos)
         return impl
     return None
+
+
+@overload(utf8_masks, jit_options={"cache": True, "nogil": True}, inline="always")
+def _utf8_masks_jit(data, pos):
+    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
+        def impl(data, pos):
+            return _utf8_masks_vector(data, pos)
+        return impl
+    return None
+
+
+@njit(cache=True, nogil=True, inline="always")
+def two_byte_letters(data, pos, non_ascii):
+    """The bytes of ``data[pos:pos + 64]`` (mask, as ``class_masks``) that belong to a
+    two-byte letter of Latin-1 Supplement, Latin Extended-A and -B, the IPA extensions and
+    the spacing modifier letters (U+00C0..U+02BF, but for U+00D7 and U+00F7) or of basic
+    Cyrillic (U+0400..U+047F): every code point there is ``\\p{L}``. A lead byte must be
+    followed by a continuation byte (else it is an invalid byte, "other"); a lead at bit
+    63 is left out (its continuation is not in the block)."""
+    lead, continuation, c3, times_divide = utf8_masks(data, pos)
+    one = np.uint64(1)
+    letter = lead & (continuation >> one) & ~(c3 & (times_divide >> one))
+    return (letter | (letter << one)) & non_ascii
 
 
 @njit(cache=True, nogil=True)
@@ -172,6 +240,10 @@ def gpt2_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
     while pos + BLOCK_BYTES <= end and pos < limit:
         letters, digits, space, other_ws, apostrophes, non_ascii = class_masks(data, pos)
         top = 62  # the highest bit a start may be stored at
+        if non_ascii != 0:
+            two_byte = two_byte_letters(data, pos, non_ascii)
+            letters |= two_byte
+            non_ascii &= ~two_byte
         if non_ascii != 0:
             top = min(top, np.int64(low_bit(non_ascii)) - 2)
             if top < 1:

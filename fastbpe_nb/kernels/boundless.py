@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: f023cd10b8831fa41d887f0a9d2ad4d8a3e1f62373779a9504453c66c4473f60
+#: kernel cache stamp: cb0a107cc0e2768d41c92d353b2eae3ee6e0d022cd1fc033f365fe697c2d7e14
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: f023cd10b8831fa41d887f0a9d2ad4d8a3e1f62373779a9504453c66c4473f60
+#: kernel cache stamp: cb0a107cc0e2768d41c92d353b2eae3ee6e0d022cd1fc033f365fe697c2d7e14
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 727501d92120af7d62b31e7353da115875ba5ce74c0a477c53e497bc850e5f57
+#: kernel cache stamp: dd4e50c71bd66a6ba1a3e3a3dd2b54686800a61c96a1ac76391f29ed6ef3e673
 
 
 @njit(cache=True, nogil=True, _nrt=False)

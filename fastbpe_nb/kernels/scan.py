@@ -79,7 +79,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: 8d1e7a5f748fa422d0165011c700e63eba9d30125c593239f713475a1f721273
+#: kernel cache stamp: f963658e5f04e8aa5d022e93b8894a25b79454e8d3d0df776c527933751a7c5d
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
