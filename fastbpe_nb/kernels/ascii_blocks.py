@@ -57,19 +57,20 @@ def high_bit(x):
     return np.uint64(int(x).bit_length() - 1)
 
 
+def _bits(where):
+    """A ``uint64`` with bit ``k`` set where ``where[k]`` (64 booleans)."""
+    return np.uint64(sum(1 << k for k in range(BLOCK_BYTES) if where[k]))
+
+
 def class_masks(data, pos):
     """``(letters, digits, space, other_ws, apostrophes, non_ascii)``: ``uint64`` masks of
     the 64 bytes ``data[pos:pos + 64]``, bit ``k`` for byte ``pos + k``: ``A-Z a-z``,
-    ``0-9``, U+0020, ``\t \n \v \f \r``, ``'``, and bytes >= 0x80."""
+    ``0-9``, U+0020, ``\\t \\n \\v \\f \\r``, ``'``, and bytes >= 0x80."""
     b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
-
-    def bits(where):
-        return np.uint64(int(np.sum(np.where(where, 1, 0) << np.arange(BLOCK_BYTES,
-                                                                        dtype=object))))
     folded = b | 0x20
-    return (bits((folded >= 0x61) & (folded <= 0x7A)), bits((b >= 0x30) & (b <= 0x39)),
-            bits(b == 0x20), bits((b >= 0x09) & (b <= 0x0D)), bits(b == APOSTROPHE),
-            bits(b >= 0x80))
+    return (_bits((folded >= 0x61) & (folded <= 0x7A)), _bits((b >= 0x30) & (b <= 0x39)),
+            _bits(b == 0x20), _bits((b >= 0x09) & (b <= 0x0D)), _bits(b == APOSTROPHE),
+            _bits(b >= 0x80))
 
 
 def utf8_masks(data, pos):
@@ -77,12 +78,9 @@ def utf8_masks(data, pos):
     ``data[pos:pos + 64]``: the lead bytes 0xC3..0xCA, 0xD0, 0xD1; the continuation bytes
     0x80..0xBF; 0xC3; and 0x97, 0xB7 (after 0xC3: U+00D7, U+00F7, not letters)."""
     b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
-
-    def bits(where):
-        return np.uint64(int(np.sum(np.where(where, 1, 0) << np.arange(BLOCK_BYTES,
-                                                                        dtype=object))))
-    return (bits(((b >= 0xC3) & (b <= 0xCA)) | (b == 0xD0) | (b == 0xD1)),
-            bits((b >= 0x80) & (b <= 0xBF)), bits(b == 0xC3), bits((b == 0x97) | (b == 0xB7)))
+    return (_bits(((b >= 0xC3) & (b <= 0xCA)) | (b == 0xD0) | (b == 0xD1)),
+            _bits((b >= 0x80) & (b <= 0xBF)), _bits(b == 0xC3),
+            _bits((b == 0x97) | (b == 0xB7)))
 
 
 @overload(low_bit, jit_options={"cache": True, "nogil": True}, inline="always")
@@ -103,19 +101,18 @@ def _high_bit_jit(x):
     return impl
 
 
-def _vector_masks(compares):
+def _vector_masks(compares, n):
     """An intrinsic ``(data, pos) -> UniTuple(uint64, n)``: the 64 bytes ``data[pos:pos +
-    64]`` in one vector load, and for each ``compares(builder, v, splat, in_range)`` result
-    (a ``<64 x i1>``) a 64-bit mask, bit ``k`` for byte ``pos + k`` (LLVM makes these
-    ``pmovmskb`` on x86 and the like elsewhere). Unaligned; ``pos + 64 <= len(data)`` is
-    the caller's."""
+    64]`` in one vector load, and for each of the ``n`` results of ``compares(builder, v,
+    splat, in_range)`` (a ``<64 x i1>`` each) a 64-bit mask, bit ``k`` for byte ``pos +
+    k`` (LLVM makes these ``pmovmskb`` on x86 and the like elsewhere). Unaligned; ``pos +
+    64 <= len(data)`` is the caller's."""
 
     @intrinsic
     def masks(typingctx, data, pos):
         if not (isinstance(data, types.Array) and data.ndim == 1
                 and data.dtype == types.uint8 and isinstance(pos, types.Integer)):
             return None
-        n = len(compares(None, None, None, None))
         result = types.UniTuple(types.uint64, n)
 
         def codegen(context, builder, sig, args):
@@ -151,8 +148,7 @@ def _vector_masks(compares):
 
 
 def _class_compares(builder, v, splat, in_range):
-    if builder is None:
-        return [None] * 6
+    """``class_masks``' six compares."""
     return [
         in_range(builder.or_(v, splat(0x20)), 0x61, 0x7A),
         in_range(v, 0x30, 0x39),
@@ -164,8 +160,7 @@ def _class_compares(builder, v, splat, in_range):
 
 
 def _utf8_compares(builder, v, splat, in_range):
-    if builder is None:
-        return [None] * 4
+    """``utf8_masks``' four compares."""
     return [
         builder.or_(builder.or_(in_range(v, 0xC3, 0xCA), builder.icmp_unsigned(
             "==", v, splat(0xD0))), builder.icmp_unsigned("==", v, splat(0xD1))),
@@ -176,8 +171,8 @@ def _utf8_compares(builder, v, splat, in_range):
     ]
 
 
-_class_masks_vector = _vector_masks(_class_compares)
-_utf8_masks_vector = _vector_masks(_utf8_compares)
+_class_masks_vector = _vector_masks(_class_compares, 6)
+_utf8_masks_vector = _vector_masks(_utf8_compares, 4)
 
 
 @overload(class_masks, jit_options={"cache": True, "nogil": True}, inline="always")

@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: cb0a107cc0e2768d41c92d353b2eae3ee6e0d022cd1fc033f365fe697c2d7e14
+#: kernel cache stamp: 6ce2101614b141c442bbddae5b75a63f0b9a056922b6c965f80e8f1ba3818ebc
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

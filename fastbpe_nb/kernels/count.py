@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: cb0a107cc0e2768d41c92d353b2eae3ee6e0d022cd1fc033f365fe697c2d7e14
+#: kernel cache stamp: 6ce2101614b141c442bbddae5b75a63f0b9a056922b6c965f80e8f1ba3818ebc
 
 
 @njit(cache=True, nogil=True, inline="always")

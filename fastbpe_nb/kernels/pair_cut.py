@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: dd4e50c71bd66a6ba1a3e3a3dd2b54686800a61c96a1ac76391f29ed6ef3e673
+#: kernel cache stamp: 14802fe351d66fb1a2498cd1a4e7e127ef12caa031b73bab40b9b6e2ae4726d7
 
 
 @njit(cache=True, nogil=True, _nrt=False)

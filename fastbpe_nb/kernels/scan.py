@@ -3,10 +3,11 @@
 gpt2's, cl100k's and o200k's patterns are small automata over the characters
 (:mod:`fastbpe_nb.kernels.automata`), run over the bytes in one pass by
 :func:`_run_automaton`: no decode window, no per-character buffers, pieces of any length
-in constant memory. gpt2's pieces of pure-ASCII stretches come faster from bit masks, 64
-bytes at a time (:mod:`fastbpe_nb.kernels.ascii_blocks`; :func:`_scan_automaton` hands
-over between the two). SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past
-any number of characters, takes two passes over each document:
+in constant memory. gpt2's pieces of ASCII stretches (two-byte Latin and Cyrillic letters
+included) come faster from bit masks, 64 bytes at a time
+(:mod:`fastbpe_nb.kernels.ascii_blocks`; :func:`_scan_automaton` hands over between the
+two). SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past any number of
+characters, takes two passes over each document:
 
 1. :func:`decode_document` decodes its UTF-8 once into a per-character
    "class word" array (``uint32``: the ``CLS_*``/``FOLD_*`` bits of
@@ -79,7 +80,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: f963658e5f04e8aa5d022e93b8894a25b79454e8d3d0df776c527933751a7c5d
+#: kernel cache stamp: 2eb2e4cefec1923a1f15aaab55a8bd159ec4c3693b5ae4d12dc317d5fab7e20d
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
@@ -389,7 +390,7 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
     piece start) until a piece ends at or after ``limit`` (or the document does), as
     :func:`_run_automaton` returns them.
 
-    gpt2's pieces of pure-ASCII stretches come from bit masks, 64 bytes at a time
+    gpt2's pieces of ASCII stretches come from bit masks, 64 bytes at a time
     (:func:`fastbpe_nb.kernels.ascii_blocks.gpt2_ascii_pieces`); the automaton scans what
     those leave, from a piece start, a stretch at a time (gpt2 has no look-behind, so a
     scan started at a piece start finds the same pieces as a scan of the whole document).
