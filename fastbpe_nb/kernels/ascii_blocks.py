@@ -1,5 +1,5 @@
-"""gpt2's pieces of ASCII text (and of the commonest two-byte letters), 64 bytes at a time,
-from bit masks.
+"""gpt2's and o200k's pieces of ASCII text (and of the commonest two-byte letters), 64 bytes
+at a time, from bit masks.
 
 The automaton (:func:`fastbpe_nb.kernels.scan._run_automaton`) reads one byte per step
 through a chain of dependent table loads: about 210 MB/s on one core of the team's VM
@@ -80,6 +80,24 @@ def utf8_masks(data, pos):
     b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
     return (_bits(((b >= 0xC3) & (b <= 0xCA)) | (b == 0xD0) | (b == 0xD1)),
             _bits((b >= 0x80) & (b <= 0xBF)), _bits(b == 0xC3),
+            _bits((b == 0x97) | (b == 0xB7)))
+
+
+def o200k_masks(data, pos):
+    """``(upper, line_breaks, slashes)``: ``uint64`` masks of the 64 bytes ``data[pos:pos +
+    64]``: ``A-Z``, ``\\r \\n`` and ``/``."""
+    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
+    return (_bits((b >= 0x41) & (b <= 0x5A)), _bits((b == 0x0A) | (b == 0x0D)), _bits(b == 0x2F))
+
+
+def cased_masks(data, pos):
+    """``(c3, d0, d1, continuations, to_9e, to_af, to_9f, times_divide)``: ``uint64``
+    masks of the 64 bytes ``data[pos:pos + 64]``: the bytes 0xC3, 0xD0, 0xD1, 0x80..0xBF,
+    0x80..0x9E, 0x80..0xAF, 0x80..0x9F, and 0x97 or 0xB7 (see ``cased_two_byte_letters``)."""
+    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
+    return (_bits(b == 0xC3), _bits(b == 0xD0), _bits(b == 0xD1),
+            _bits((b >= 0x80) & (b <= 0xBF)), _bits((b >= 0x80) & (b <= 0x9E)),
+            _bits((b >= 0x80) & (b <= 0xAF)), _bits((b >= 0x80) & (b <= 0x9F)),
             _bits((b == 0x97) | (b == 0xB7)))
 
 
@@ -171,6 +189,33 @@ def _utf8_compares(builder, v, splat, in_range):
     ]
 
 
+def _o200k_compares(builder, v, splat, in_range):
+    """``o200k_masks``' three compares."""
+    return [
+        in_range(v, 0x41, 0x5A),
+        builder.or_(builder.icmp_unsigned("==", v, splat(0x0A)),
+                    builder.icmp_unsigned("==", v, splat(0x0D))),
+        builder.icmp_unsigned("==", v, splat(0x2F)),
+    ]
+
+
+def _cased_compares(builder, v, splat, in_range):
+    """``cased_masks``' eight compares."""
+    return [
+        builder.icmp_unsigned("==", v, splat(0xC3)),
+        builder.icmp_unsigned("==", v, splat(0xD0)),
+        builder.icmp_unsigned("==", v, splat(0xD1)),
+        in_range(v, 0x80, 0xBF),
+        in_range(v, 0x80, 0x9E),
+        in_range(v, 0x80, 0xAF),
+        in_range(v, 0x80, 0x9F),
+        builder.or_(builder.icmp_unsigned("==", v, splat(0x97)),
+                    builder.icmp_unsigned("==", v, splat(0xB7))),
+    ]
+
+
+_o200k_masks_vector = _vector_masks(_o200k_compares, 3)
+_cased_masks_vector = _vector_masks(_cased_compares, 8)
 _class_masks_vector = _vector_masks(_class_compares, 6)
 _utf8_masks_vector = _vector_masks(_utf8_compares, 4)
 
@@ -191,6 +236,42 @@ def _utf8_masks_jit(data, pos):
             return _utf8_masks_vector(data, pos)
         return impl
     return None
+
+
+@overload(o200k_masks, jit_options={"cache": True, "nogil": True}, inline="always")
+def _o200k_masks_jit(data, pos):
+    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
+        def impl(data, pos):
+            return _o200k_masks_vector(data, pos)
+        return impl
+    return None
+
+
+@overload(cased_masks, jit_options={"cache": True, "nogil": True}, inline="always")
+def _cased_masks_jit(data, pos):
+    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
+        def impl(data, pos):
+            return _cased_masks_vector(data, pos)
+        return impl
+    return None
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cased_two_byte_letters(data, pos, non_ascii):
+    """``(upper, lower)``: the bytes of ``data[pos:pos + 64]`` (masks) that belong to a
+    two-byte letter of U+00C0..U+00FF (but U+00D7, U+00F7) or U+0400..U+045F, by o200k's
+    case: U+00C0..U+00DE and U+0400..U+042F are ``\\p{Lu}``, U+00DF..U+00FF and
+    U+0430..U+045F ``\\p{Ll}``. A lead at bit 63 is left out, as in ``two_byte_letters``."""
+    c3, d0, d1, continuation, to_9e, to_af, to_9f, times_divide = cased_masks(data, pos)
+    one = np.uint64(1)
+    after = continuation >> one
+    c3_letter = c3 & after & ~(times_divide >> one)
+    upper = (c3_letter & (to_9e >> one)) | (d0 & (to_af >> one))
+    lower = (c3_letter & ~(to_9e >> one)) | (d0 & after & ~(to_af >> one)) \
+        | (d1 & (to_9f >> one))
+    upper = (upper | (upper << one)) & non_ascii
+    lower = (lower | (lower << one)) & non_ascii
+    return upper, lower
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -283,6 +364,164 @@ def gpt2_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
             break  # no start in the block: a long piece, or non-ASCII close ahead
         if pos + top >= limit:
             # Stop at the first start at or after limit (where the caller's chunk ends).
+            past = starts & ~((one << np.uint64(max(0, limit - pos))) - one)
+            if past != 0:
+                starts &= (one << (low_bit(past) + one)) - one
+        if n_pieces + BLOCK_BYTES + 8 > piece_offsets.shape[0]:
+            grown = np.empty(2 * piece_offsets.shape[0] + BLOCK_BYTES + 8, dtype=np.int64)
+            grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
+            piece_offsets = grown
+        last = pos + np.int64(high_bit(starts))
+        while starts != 0:
+            n_pieces += 1
+            piece_offsets[n_pieces] = pos + np.int64(low_bit(starts))
+            starts &= starts - one
+        pos = last
+    return pos, n_pieces, piece_offsets
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _spread_up(x, allowed):
+    """``x`` carried to higher bits through ``allowed``: bit ``k`` is set when some bit
+    ``j <= k`` of ``x`` is and ``allowed`` holds on all of ``j + 1 .. k`` (six shifts)."""
+    m = allowed
+    for s in (1, 2, 4, 8, 16, 32):
+        x |= (x << np.uint64(s)) & m
+        m &= m << np.uint64(s)
+    return x
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _spread_down(x, allowed):
+    """``x`` carried to lower bits through ``allowed``: bit ``k`` is set when some bit
+    ``j >= k`` of ``x`` is and ``allowed`` holds on all of ``k .. j - 1``."""
+    m = allowed
+    for s in (1, 2, 4, 8, 16, 32):
+        x |= (x >> np.uint64(s)) & m
+        m &= m >> np.uint64(s)
+    return x
+
+
+@njit(cache=True, nogil=True)
+def o200k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
+    """``gpt2_ascii_pieces`` for o200k's pattern; the same contract.
+
+    o200k (``[^\\r\\n\\p{L}\\p{N}]?`` + upper* lower+ or upper+ lower*, then an optional
+    contraction of any case ``|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|
+    \\s+(?!\\S)|\\s+``) on ASCII and ``cased_two_byte_letters``: kinds upper (``A-Z``,
+    two-byte capitals), lower (the other letters), digits, space, tabs (``\\t \\v \\f``),
+    line breaks (``\\r \\n``) and others (all else, ``/`` and ``'`` among them). A run of
+    others takes the line breaks and slashes right after it ("taken"). A piece starts at
+
+    * a whitespace run's first character not taken, after the run's last (untaken) line
+      break, and at the last of two or more before a non-space (``\\s+(?!\\S)``; unless it
+      is a line break, which ``\\s*[\\r\\n]+`` ends with);
+    * a non-space after whitespace, unless a space or tab is the prefix of letters, or a
+      space the ``' ?'`` of others;
+    * a run of letters not after its prefix: one space, tab or other (not taken, not after
+      another other or a space, which ``' ?'`` takes with it); a lower letter followed by
+      an upper one;
+    * a run of digits, and every third digit in it;
+    * a run of others (not taken) after a letter, a digit or a taken character;
+    * and after a contraction (``'s 't 're 've 'm 'll 'd`` in any case) that follows a run
+      of letters: the letters' piece takes it, unless those letters are themselves a
+      contraction's.
+
+    Nothing is decided from the block's last stretch of whitespace and others on (a run's
+    last line break, what others take, a prefix may lie past the block): the starts stored
+    end before it.
+    """
+    one = np.uint64(1)
+    while pos + BLOCK_BYTES <= end and pos < limit:
+        letters, digits, space, other_ws, apostrophes, non_ascii = class_masks(data, pos)
+        known = 64  # bytes whose character is known: up to the first other byte >= 0x80
+        upper2 = np.uint64(0)
+        lower2 = np.uint64(0)
+        if non_ascii != 0:
+            upper2, lower2 = cased_two_byte_letters(data, pos, non_ascii)
+            non_ascii &= ~(upper2 | lower2)
+            if non_ascii != 0:
+                known = np.int64(low_bit(non_ascii))
+                if known < BLOCK_BYTES // 4:
+                    break  # (before the rest of the masks: on CJK text most tries end here)
+        upper, breaks, slashes = o200k_masks(data, pos)
+        upper |= upper2
+        letters |= upper2 | lower2
+        ws = space | other_ws
+        tabs = other_ws & ~breaks  # \t \v \f
+        lower = letters & ~upper
+        others = ~(letters | digits | ws)
+        # Line breaks (and slashes) that a run of others takes ([\r\n/]*), from the line
+        # break right after it through every line break and slash that follows.
+        taken = _spread_up(breaks & (others << one), breaks | slashes) & (breaks | slashes)
+        free_others = others & ~taken
+        # A whitespace run's line breaks that some later break of the same run follows.
+        later_break = _spread_down(breaks & ~taken, ws & ~taken)
+        single = free_others & ~(free_others << one) & ~(space << one)
+        starts = (
+            # whitespace: a run's start (or the first after what a run of others took),
+            # after its last line break, and the last of a run before a non-space
+            (ws & ~taken & (~(ws << one) | (taken << one)))
+            | (ws & ~taken & (breaks << one) & ~later_break)
+            | (ws & (ws << one) & ~breaks & ~(ws >> one))
+            # after whitespace, unless it is the prefix of letters or ' ?' of others
+            | (~ws & ~taken & (ws << one) & ~(letters & ((space | tabs) << one))
+               & ~(others & (space << one)))
+            # letters: a run's start (not after its one-character prefix), lower to upper
+            | (letters & ~(letters << one) & ~(ws << one) & ~(single << one))
+            | (upper & (lower << one))
+            # digits: a run's start (groups of three below), others: a run's start
+            | (digits & ~(digits << one) & ~(ws << one))
+            | (free_others & ~(free_others << one) & ~(ws << one))
+        )
+        # From the last stretch of whitespace and others on, nothing is decided (a
+        # whitespace run's last line break, what a run of others takes, a prefix): the
+        # block ends after its last letter or digit.
+        valid = (one << np.uint64(known)) - one if known < 64 else ~np.uint64(0)
+        decided = valid & (letters | digits)
+        tail = np.int64(high_bit(decided)) + 1 if decided != 0 else 0
+        top = min(62, known - 2, tail - 1)
+        if top < 1:
+            break
+        keep = STORABLE & ((one << np.uint64(top + 1)) - one)
+        # Digits in groups of three from each run's start (\p{N}{1,3}).
+        run_starts = digits & ~(digits << one) & (digits >> np.uint64(3)) \
+            & (digits >> np.uint64(2)) & (digits >> one)
+        while run_starts != 0:
+            k = np.int64(low_bit(run_starts))
+            run_starts &= run_starts - one
+            beyond = ~(digits >> np.uint64(k))
+            run_end = k + np.int64(low_bit(beyond)) if beyond != 0 else 64
+            for j in range(k + 3, min(run_end, top + 1), 3):
+                starts |= one << np.uint64(j)
+        # Contractions after letters (case-insensitive), the letters' piece going on.
+        tried = apostrophes & (letters << one) & keep
+        inside_until = -1
+        while tried != 0:
+            k = np.int64(low_bit(tried))
+            tried &= tried - one
+            if k - 1 <= inside_until:
+                continue  # its letter is a contraction's: the apostrophe starts a piece
+            if k + 3 > top:
+                keep &= (one << np.uint64(k)) - one
+                break
+            c1 = data[pos + k + 1] | 0x20
+            c2 = data[pos + k + 2] | 0x20
+            length = 0
+            if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:  # 's 't 'm 'd
+                length = 2
+            elif (c1 == 0x72 or c1 == 0x76) and c2 == 0x65:  # 're 've
+                length = 3
+            elif c1 == 0x6C and c2 == 0x6C:  # 'll
+                length = 3
+            if length != 0:
+                inside = ((one << np.uint64(length)) - one) << np.uint64(k)
+                starts = (starts & ~inside) | (one << np.uint64(k + length))
+                inside_until = k + length - 1
+        starts &= keep
+        if starts == 0:
+            break
+        if pos + top >= limit:
             past = starts & ~((one << np.uint64(max(0, limit - pos))) - one)
             if past != 0:
                 starts &= (one << (low_bit(past) + one)) - one

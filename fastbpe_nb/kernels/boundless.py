@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 6ce2101614b141c442bbddae5b75a63f0b9a056922b6c965f80e8f1ba3818ebc
+#: kernel cache stamp: 65f399d564242e860b6e88afb3ed9f24a25bc074deeb4d852ffd608d8073cf19
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 6ce2101614b141c442bbddae5b75a63f0b9a056922b6c965f80e8f1ba3818ebc
+#: kernel cache stamp: 65f399d564242e860b6e88afb3ed9f24a25bc074deeb4d852ffd608d8073cf19
 
 
 @njit(cache=True, nogil=True, inline="always")

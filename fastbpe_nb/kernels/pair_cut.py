@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 14802fe351d66fb1a2498cd1a4e7e127ef12caa031b73bab40b9b6e2ae4726d7
+#: kernel cache stamp: b8ce456d6a691a570080bd35d159287c1211e4547d6b3f1692f703e59e86262a
 
 
 @njit(cache=True, nogil=True, _nrt=False)

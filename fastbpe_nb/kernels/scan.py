@@ -3,8 +3,8 @@
 gpt2's, cl100k's and o200k's patterns are small automata over the characters
 (:mod:`fastbpe_nb.kernels.automata`), run over the bytes in one pass by
 :func:`_run_automaton`: no decode window, no per-character buffers, pieces of any length
-in constant memory. gpt2's pieces of ASCII stretches (two-byte Latin and Cyrillic letters
-included) come faster from bit masks, 64 bytes at a time
+in constant memory. gpt2's and o200k's pieces of ASCII stretches (two-byte Latin and
+Cyrillic letters included) come faster from bit masks, 64 bytes at a time
 (:mod:`fastbpe_nb.kernels.ascii_blocks`; :func:`_scan_automaton` hands over between the
 two). SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past any number of
 characters, takes two passes over each document:
@@ -45,7 +45,7 @@ Facts the matchers rely on (all checked by the differential tests):
 import numpy as np
 from numba import njit, prange
 
-from .ascii_blocks import BLOCK_BYTES, gpt2_ascii_pieces
+from .ascii_blocks import BLOCK_BYTES, gpt2_ascii_pieces, o200k_ascii_pieces
 from .automata import (
     ACTION_SHIFT,
     C1_ASCII_AT,
@@ -80,7 +80,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: 2eb2e4cefec1923a1f15aaab55a8bd159ec4c3693b5ae4d12dc317d5fab7e20d
+#: kernel cache stamp: 4c30e55a1ad725b7c9c57fc1d39f5c9095de2b0ec1b7f93d23ce46521c3362d0
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
@@ -390,10 +390,11 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
     piece start) until a piece ends at or after ``limit`` (or the document does), as
     :func:`_run_automaton` returns them.
 
-    gpt2's pieces of ASCII stretches come from bit masks, 64 bytes at a time
-    (:func:`fastbpe_nb.kernels.ascii_blocks.gpt2_ascii_pieces`); the automaton scans what
-    those leave, from a piece start, a stretch at a time (gpt2 has no look-behind, so a
-    scan started at a piece start finds the same pieces as a scan of the whole document).
+    gpt2's and o200k's pieces of ASCII stretches come from bit masks, 64 bytes at a time
+    (:mod:`fastbpe_nb.kernels.ascii_blocks`); the automaton scans what those leave, from a
+    piece start, a stretch at a time (neither pattern looks behind, so a scan started at a
+    piece start finds the same pieces as a scan of the whole document). cl100k's
+    possessive runs and ``\\s++$`` are not done in blocks yet.
     A stretch ends at the first piece end ``stretch`` bytes on. It doubles, up to
     ``max_stretch`` (the callers pass their ``stream_bytes``), each time the blocks
     scanned less than half a block, and is back to a block after they scanned more: on
@@ -401,14 +402,18 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
     try of the blocks every 64 bytes, mostly for a few bytes of ASCII, made the scan a
     third slower than the automaton alone.
     """
-    if pattern_id != PATTERN_GPT2:
+    if pattern_id == PATTERN_CL100K:
         return _run_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2,
                               piece_offsets, n_pieces)
     stretch = BLOCK_BYTES
     while True:
         start = pos
-        pos, n_pieces, piece_offsets = gpt2_ascii_pieces(data, pos, end, limit,
-                                                         piece_offsets, n_pieces)
+        if pattern_id == PATTERN_GPT2:
+            pos, n_pieces, piece_offsets = gpt2_ascii_pieces(data, pos, end, limit,
+                                                             piece_offsets, n_pieces)
+        else:
+            pos, n_pieces, piece_offsets = o200k_ascii_pieces(data, pos, end, limit,
+                                                              piece_offsets, n_pieces)
         if pos >= limit:
             return pos, n_pieces, piece_offsets
         if pos + BLOCK_BYTES > end:  # the document's last bytes
