@@ -299,11 +299,15 @@ def gpt2_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
         The bytes (``end <= n``).
     pos : int
         A piece start of the document that ends at ``end``.
+    end : int
+        The document's end (exclusive); blocks stop 64 bytes before it.
     limit : int
         Stop once a piece ends at or after it (as ``scan._run_automaton``).
     piece_offsets : int64[m]
         Piece ends are stored at ``piece_offsets[n_pieces + 1]`` on (grown when needed:
         the buffer is returned).
+    n_pieces : int
+        Pieces stored so far (``piece_offsets[n_pieces]`` is ``pos``).
 
     Returns
     -------

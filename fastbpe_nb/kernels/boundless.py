@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 65f399d564242e860b6e88afb3ed9f24a25bc074deeb4d852ffd608d8073cf19
+#: kernel cache stamp: e539996389f5afa0e718779ce8bf75bedf1440f59aedf39f93b1248914d5f7a7
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 65f399d564242e860b6e88afb3ed9f24a25bc074deeb4d852ffd608d8073cf19
+#: kernel cache stamp: e539996389f5afa0e718779ce8bf75bedf1440f59aedf39f93b1248914d5f7a7
 
 
 @njit(cache=True, nogil=True, inline="always")

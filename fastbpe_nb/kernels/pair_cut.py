@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: b8ce456d6a691a570080bd35d159287c1211e4547d6b3f1692f703e59e86262a
+#: kernel cache stamp: c66ec121ab027072ef8986cf5580df60b95ed6b5368e61ad263a0a4caa905214
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -80,7 +80,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: 4c30e55a1ad725b7c9c57fc1d39f5c9095de2b0ec1b7f93d23ce46521c3362d0
+#: kernel cache stamp: bda18e5f89e7640e78e4a47b1c3f3a7661089644cdbeec2a4c668d51d8d43ceb
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
