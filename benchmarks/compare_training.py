@@ -9,7 +9,7 @@ tokenizers and sentencepiece, side by side in one run, each tool in its own proc
 Same machine, same corpus file (``bench_data.corpus_path``: the first N MB of the Linux
 sources' text files; ``FASTBPE_BENCH_CACHE`` says where it is cached), same vocabulary size,
 pattern and byte alphabet, all cores for every tool. Every run is a fresh child process, so
-its peak RSS (``VmHWM``, see ``vm_hwm_mib``: interpreter and imports included) is its own;
+its peak RSS (``VmHWM``, see ``child_main``: interpreter and imports included) is its own;
 runs are interleaved (run 1 of every tool, then run 2 ...) and the table shows medians.
 The peers read the corpus from the file as a stream of ~1 MB documents cut at safe
 boundaries (so they see the same pre-tokens as we do); the reading is inside their time,
@@ -88,22 +88,6 @@ def _rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def vm_hwm_mib() -> float | None:
-    """This process's peak RSS since its exec (Linux's ``VmHWM``), MiB; None elsewhere.
-
-    A child's ``ru_maxrss`` is no good here: Linux carries the parent's peak into the child
-    across fork + exec, and this script's parent may have grown larger than the tool it
-    measures (a 1.2 GB run reported ~900 MiB for a training whose own peak is ~510)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
 
 
 def _ours(spec, tie_break):
@@ -283,7 +267,12 @@ def child_main(spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     result = RUNNERS[spec["tool"]](spec)
-    result["vm_hwm_mib"] = vm_hwm_mib()
+    from compare_encoders import max_rss_mib  # (stdlib imports only: no RSS of its own)
+
+    # The child's own peak (VmHWM): a child's ru_maxrss from wait4 carries its parent's
+    # peak across fork + exec (a 1.2 GB run showed ~900 MiB for a training whose own peak
+    # is ~510), and this script's parent grows.
+    result["peak_rss_mib"] = max_rss_mib()
     with open(spec["result"], "w", encoding="utf-8") as f:
         json.dump(result, f)
     return 0
@@ -361,9 +350,7 @@ def run_child(tool: str, spec: dict, work: str, run: int, timeout: float,
     with open(spec["result"], encoding="utf-8") as f:
         result = json.load(f)
     os.remove(spec["result"])
-    # The child's own peak (see vm_hwm_mib); ru_maxrss (KiB on Linux) where it has none.
-    hwm = result.pop("vm_hwm_mib", None)
-    result["peak_rss_mib"] = hwm if hwm is not None else usage.ru_maxrss / 1024
+    result.setdefault("peak_rss_mib", usage.ru_maxrss / 1024)  # KiB on Linux
     return result
 
 

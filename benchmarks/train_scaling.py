@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compare_training import ROOT, _rss_mib, machine, run_child, vm_hwm_mib  # noqa: E402
+from compare_training import ROOT, _rss_mib, machine, run_child  # noqa: E402
 
 if __name__ == "__main__":
     sys.path.insert(0, ROOT)  # this checkout's fastbpe_nb, not an installed one
@@ -112,7 +112,9 @@ def child_main(spec_path: str) -> int:
               "vocab": len(tok.vocab),
               **{k: report[k] for k in ("seconds_counting", "seconds_merging", "unique_words",
                                         "pre_tokens", "merges", "bytes_read", "peak_rss_bytes")}}
-    result["vm_hwm_mib"] = vm_hwm_mib()
+    from compare_encoders import max_rss_mib
+
+    result["peak_rss_mib"] = max_rss_mib()  # VmHWM: see compare_training.child_main
     with open(spec["result"], "w", encoding="utf-8") as f:
         json.dump(result, f)
     return 0
