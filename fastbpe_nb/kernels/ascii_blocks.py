@@ -57,50 +57,6 @@ def high_bit(x):
     return np.uint64(int(x).bit_length() - 1)
 
 
-def _bits(where):
-    """A ``uint64`` with bit ``k`` set where ``where[k]`` (64 booleans)."""
-    return np.uint64(sum(1 << k for k in range(BLOCK_BYTES) if where[k]))
-
-
-def class_masks(data, pos):
-    """``(letters, digits, space, other_ws, apostrophes, non_ascii)``: ``uint64`` masks of
-    the 64 bytes ``data[pos:pos + 64]``, bit ``k`` for byte ``pos + k``: ``A-Z a-z``,
-    ``0-9``, U+0020, ``\\t \\n \\v \\f \\r``, ``'``, and bytes >= 0x80."""
-    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
-    folded = b | 0x20
-    return (_bits((folded >= 0x61) & (folded <= 0x7A)), _bits((b >= 0x30) & (b <= 0x39)),
-            _bits(b == 0x20), _bits((b >= 0x09) & (b <= 0x0D)), _bits(b == APOSTROPHE),
-            _bits(b >= 0x80))
-
-
-def utf8_masks(data, pos):
-    """``(leads, continuations, c3, times_divide)``: ``uint64`` masks of the 64 bytes
-    ``data[pos:pos + 64]``: the lead bytes 0xC3..0xCA, 0xD0, 0xD1; the continuation bytes
-    0x80..0xBF; 0xC3; and 0x97, 0xB7 (after 0xC3: U+00D7, U+00F7, not letters)."""
-    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
-    return (_bits(((b >= 0xC3) & (b <= 0xCA)) | (b == 0xD0) | (b == 0xD1)),
-            _bits((b >= 0x80) & (b <= 0xBF)), _bits(b == 0xC3),
-            _bits((b == 0x97) | (b == 0xB7)))
-
-
-def o200k_masks(data, pos):
-    """``(upper, line_breaks, slashes)``: ``uint64`` masks of the 64 bytes ``data[pos:pos +
-    64]``: ``A-Z``, ``\\r \\n`` and ``/``."""
-    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
-    return (_bits((b >= 0x41) & (b <= 0x5A)), _bits((b == 0x0A) | (b == 0x0D)), _bits(b == 0x2F))
-
-
-def cased_masks(data, pos):
-    """``(c3, d0, d1, continuations, to_9e, to_af, to_9f, times_divide)``: ``uint64``
-    masks of the 64 bytes ``data[pos:pos + 64]``: the bytes 0xC3, 0xD0, 0xD1, 0x80..0xBF,
-    0x80..0x9E, 0x80..0xAF, 0x80..0x9F, and 0x97 or 0xB7 (see ``cased_two_byte_letters``)."""
-    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
-    return (_bits(b == 0xC3), _bits(b == 0xD0), _bits(b == 0xD1),
-            _bits((b >= 0x80) & (b <= 0xBF)), _bits((b >= 0x80) & (b <= 0x9E)),
-            _bits((b >= 0x80) & (b <= 0xAF)), _bits((b >= 0x80) & (b <= 0x9F)),
-            _bits((b == 0x97) | (b == 0xB7)))
-
-
 @overload(low_bit, jit_options={"cache": True, "nogil": True}, inline="always")
 def _low_bit_jit(x):
     from numba.cpython.unsafe.numbers import trailing_zeros
@@ -119,19 +75,33 @@ def _high_bit_jit(x):
     return impl
 
 
-def _vector_masks(compares, n):
-    """An intrinsic ``(data, pos) -> UniTuple(uint64, n)``: the 64 bytes ``data[pos:pos +
-    64]`` in one vector load, and for each of the ``n`` results of ``compares(builder, v,
-    splat, in_range)`` (a ``<64 x i1>`` each) a 64-bit mask, bit ``k`` for byte ``pos +
-    k`` (LLVM makes these ``pmovmskb`` on x86 and the like elsewhere). Unaligned; ``pos +
-    64 <= len(data)`` is the caller's."""
+def _bits(where):
+    """A ``uint64`` with bit ``k`` set where ``where[k]`` (64 booleans)."""
+    return np.uint64(sum(1 << k for k in range(BLOCK_BYTES) if where[k]))
+
+
+def _numpy_masks(kinds, data, pos):
+    """For each kind (a tuple of inclusive byte ranges ``(lo, hi)``), the ``uint64`` mask
+    of the 64 bytes ``data[pos:pos + 64]`` that fall in one of its ranges, bit ``k`` for
+    byte ``pos + k``: the definition of every ``@_vector_masks`` function."""
+    b = np.asarray(data[pos:pos + BLOCK_BYTES]).astype(np.int64)
+    return tuple(_bits(np.logical_or.reduce([(b >= lo) & (b <= hi) for lo, hi in kind]))
+                 for kind in kinds)
+
+
+def _vector_masks(kinds):
+    """Decorator: compile ``masks(data, pos)``, which returns ``_numpy_masks(kinds, data,
+    pos)`` in Python (what the tests compare with, and what runs under
+    ``NUMBA_DISABLE_JIT``), as one 64-byte vector load and a compare or two per range, each
+    ``<64 x i1>`` result taken as a 64-bit mask (LLVM makes these ``pmovmskb`` on x86 and
+    the like elsewhere). Unaligned; ``pos + 64 <= len(data)`` is the caller's."""
+    result = types.UniTuple(types.uint64, len(kinds))
 
     @intrinsic
-    def masks(typingctx, data, pos):
+    def vector_masks(typingctx, data, pos):
         if not (isinstance(data, types.Array) and data.ndim == 1
                 and data.dtype == types.uint8 and isinstance(pos, types.Integer)):
             return None
-        result = types.UniTuple(types.uint64, n)
 
         def codegen(context, builder, sig, args):
             ir = cgutils.ir
@@ -144,116 +114,77 @@ def _vector_masks(compares, n):
             def splat(byte):
                 return ir.Constant(vec, [byte] * BLOCK_BYTES)
 
-            def in_range(x, lo, hi):  # lo <= x <= hi, unsigned: (x - lo) <= hi - lo
-                return builder.icmp_unsigned("<=", builder.sub(x, splat(lo)),
-                                             splat(hi - lo))
+            def in_range(lo, hi):  # lo <= v <= hi, unsigned: (v - lo) <= hi - lo
+                if lo == hi:
+                    return builder.icmp_unsigned("==", v, splat(lo))
+                return builder.icmp_unsigned("<=", builder.sub(v, splat(lo)), splat(hi - lo))
 
             i64 = ir.IntType(BLOCK_BYTES)
             opaque = ir.FunctionType(i64, [i64])
-
-            def mask(bits):
+            out = []
+            for kind in kinds:
+                bits = in_range(*kind[0])
+                for lo, hi in kind[1:]:
+                    bits = builder.or_(bits, in_range(lo, hi))
                 # Through an empty asm statement: LLVM otherwise folds the scalar mask
                 # algebra that follows back into <64 x i1> vector code, a bit-by-bit
                 # extraction ~5x slower than the compares. (An empty statement: any target.)
-                return builder.asm(opaque, "", "=r,0", [builder.bitcast(bits, i64)], False)
-
-            return context.make_tuple(builder, result, [
-                mask(m) for m in compares(builder, v, splat, in_range)])
+                out.append(builder.asm(opaque, "", "=r,0", [builder.bitcast(bits, i64)], False))
+            return context.make_tuple(builder, result, out)
 
         return result(data, pos), codegen
 
-    return masks
+    def register(masks):
+        @overload(masks, jit_options={"cache": True, "nogil": True}, inline="always")
+        def _masks_jit(data, pos):
+            if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
+                def impl(data, pos):
+                    return vector_masks(data, pos)
+                return impl
+            return None
+        return masks
+
+    return register
 
 
-def _class_compares(builder, v, splat, in_range):
-    """``class_masks``' six compares."""
-    return [
-        in_range(builder.or_(v, splat(0x20)), 0x61, 0x7A),
-        in_range(v, 0x30, 0x39),
-        builder.icmp_unsigned("==", v, splat(0x20)),
-        in_range(v, 0x09, 0x0D),
-        builder.icmp_unsigned("==", v, splat(APOSTROPHE)),
-        builder.icmp_unsigned(">=", v, splat(0x80)),
-    ]
+_CLASS_KINDS = (((0x41, 0x5A), (0x61, 0x7A)), ((0x30, 0x39),), ((0x20, 0x20),),
+                ((0x09, 0x0D),), ((APOSTROPHE, APOSTROPHE),), ((0x80, 0xFF),))
+_UTF8_KINDS = (((0xC3, 0xCA), (0xD0, 0xD1)), ((0x80, 0xBF),), ((0xC3, 0xC3),),
+               ((0x97, 0x97), (0xB7, 0xB7)))
+_O200K_KINDS = (((0x41, 0x5A),), ((0x0A, 0x0A), (0x0D, 0x0D)), ((0x2F, 0x2F),))
+_CASED_KINDS = (((0xC3, 0xC3),), ((0xD0, 0xD0),), ((0xD1, 0xD1),), ((0x80, 0xBF),),
+                ((0x80, 0x9E),), ((0x80, 0xAF),), ((0x80, 0x9F),), ((0x97, 0x97), (0xB7, 0xB7)))
 
 
-def _utf8_compares(builder, v, splat, in_range):
-    """``utf8_masks``' four compares."""
-    return [
-        builder.or_(builder.or_(in_range(v, 0xC3, 0xCA), builder.icmp_unsigned(
-            "==", v, splat(0xD0))), builder.icmp_unsigned("==", v, splat(0xD1))),
-        in_range(v, 0x80, 0xBF),
-        builder.icmp_unsigned("==", v, splat(0xC3)),
-        builder.or_(builder.icmp_unsigned("==", v, splat(0x97)),
-                    builder.icmp_unsigned("==", v, splat(0xB7))),
-    ]
+@_vector_masks(_CLASS_KINDS)
+def class_masks(data, pos):
+    """``(letters, digits, space, other_ws, apostrophes, non_ascii)``: ``uint64`` masks of
+    the 64 bytes ``data[pos:pos + 64]``, bit ``k`` for byte ``pos + k``: ``A-Z a-z``,
+    ``0-9``, U+0020, ``\\t \\n \\v \\f \\r``, ``'``, and bytes >= 0x80."""
+    return _numpy_masks(_CLASS_KINDS, data, pos)
 
 
-def _o200k_compares(builder, v, splat, in_range):
-    """``o200k_masks``' three compares."""
-    return [
-        in_range(v, 0x41, 0x5A),
-        builder.or_(builder.icmp_unsigned("==", v, splat(0x0A)),
-                    builder.icmp_unsigned("==", v, splat(0x0D))),
-        builder.icmp_unsigned("==", v, splat(0x2F)),
-    ]
+@_vector_masks(_UTF8_KINDS)
+def utf8_masks(data, pos):
+    """``(leads, continuations, c3, times_divide)``: ``uint64`` masks of the 64 bytes
+    ``data[pos:pos + 64]``: the lead bytes 0xC3..0xCA, 0xD0, 0xD1; the continuation bytes
+    0x80..0xBF; 0xC3; and 0x97, 0xB7 (after 0xC3: U+00D7, U+00F7, not letters)."""
+    return _numpy_masks(_UTF8_KINDS, data, pos)
 
 
-def _cased_compares(builder, v, splat, in_range):
-    """``cased_masks``' eight compares."""
-    return [
-        builder.icmp_unsigned("==", v, splat(0xC3)),
-        builder.icmp_unsigned("==", v, splat(0xD0)),
-        builder.icmp_unsigned("==", v, splat(0xD1)),
-        in_range(v, 0x80, 0xBF),
-        in_range(v, 0x80, 0x9E),
-        in_range(v, 0x80, 0xAF),
-        in_range(v, 0x80, 0x9F),
-        builder.or_(builder.icmp_unsigned("==", v, splat(0x97)),
-                    builder.icmp_unsigned("==", v, splat(0xB7))),
-    ]
+@_vector_masks(_O200K_KINDS)
+def o200k_masks(data, pos):
+    """``(upper, line_breaks, slashes)``: ``uint64`` masks of the 64 bytes ``data[pos:pos +
+    64]``: ``A-Z``, ``\\r \\n`` and ``/``."""
+    return _numpy_masks(_O200K_KINDS, data, pos)
 
 
-_o200k_masks_vector = _vector_masks(_o200k_compares, 3)
-_cased_masks_vector = _vector_masks(_cased_compares, 8)
-_class_masks_vector = _vector_masks(_class_compares, 6)
-_utf8_masks_vector = _vector_masks(_utf8_compares, 4)
-
-
-@overload(class_masks, jit_options={"cache": True, "nogil": True}, inline="always")
-def _class_masks_jit(data, pos):
-    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
-        def impl(data, pos):
-            return _class_masks_vector(data, pos)
-        return impl
-    return None
-
-
-@overload(utf8_masks, jit_options={"cache": True, "nogil": True}, inline="always")
-def _utf8_masks_jit(data, pos):
-    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
-        def impl(data, pos):
-            return _utf8_masks_vector(data, pos)
-        return impl
-    return None
-
-
-@overload(o200k_masks, jit_options={"cache": True, "nogil": True}, inline="always")
-def _o200k_masks_jit(data, pos):
-    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
-        def impl(data, pos):
-            return _o200k_masks_vector(data, pos)
-        return impl
-    return None
-
-
-@overload(cased_masks, jit_options={"cache": True, "nogil": True}, inline="always")
-def _cased_masks_jit(data, pos):
-    if isinstance(data, types.Array) and data.ndim == 1 and data.dtype == types.uint8:
-        def impl(data, pos):
-            return _cased_masks_vector(data, pos)
-        return impl
-    return None
+@_vector_masks(_CASED_KINDS)
+def cased_masks(data, pos):
+    """``(c3, d0, d1, continuations, to_9e, to_af, to_9f, times_divide)``: ``uint64``
+    masks of the 64 bytes ``data[pos:pos + 64]``: the bytes 0xC3, 0xD0, 0xD1, 0x80..0xBF,
+    0x80..0x9E, 0x80..0xAF, 0x80..0x9F, and 0x97 or 0xB7 (see ``cased_two_byte_letters``)."""
+    return _numpy_masks(_CASED_KINDS, data, pos)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -286,6 +217,43 @@ def two_byte_letters(data, pos, non_ascii):
     one = np.uint64(1)
     letter = lead & (continuation >> one) & ~(c3 & (times_divide >> one))
     return (letter | (letter << one)) & non_ascii
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _contraction_length(c1, c2):
+    """The length of the contraction an apostrophe followed by the bytes ``c1``, ``c2``
+    starts: 2 for ``'s 't 'm 'd``, 3 for ``'re 've 'll`` (lower case), 0 for none."""
+    if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:
+        return 2
+    if (c1 == 0x72 or c1 == 0x76) and c2 == 0x65:
+        return 3
+    if c1 == 0x6C and c2 == 0x6C:
+        return 3
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _store_starts(starts, pos, top, limit, piece_offsets, n_pieces):
+    """Store a block's piece starts (``starts``: a nonzero mask of bits up to ``top``, bit
+    ``k`` for byte ``pos + k``) as piece ends from ``piece_offsets[n_pieces + 1]`` on,
+    stopping after the first at or after ``limit`` (where the caller's chunk ends).
+    Returns ``(the last start stored, n_pieces, piece_offsets)``, the buffer grown if it
+    had to be."""
+    one = np.uint64(1)
+    if pos + top >= limit:
+        past = starts & ~((one << np.uint64(max(0, limit - pos))) - one)
+        if past != 0:
+            starts &= (one << (low_bit(past) + one)) - one
+    if n_pieces + BLOCK_BYTES + 8 > piece_offsets.shape[0]:
+        grown = np.empty(2 * piece_offsets.shape[0] + BLOCK_BYTES + 8, dtype=np.int64)
+        grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
+        piece_offsets = grown
+    last = pos + np.int64(high_bit(starts))
+    while starts != 0:
+        n_pieces += 1
+        piece_offsets[n_pieces] = pos + np.int64(low_bit(starts))
+        starts &= starts - one
+    return last, n_pieces, piece_offsets
 
 
 @njit(cache=True, nogil=True)
@@ -351,36 +319,15 @@ def gpt2_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
                 # block starts at the apostrophe.
                 keep &= (one << np.uint64(k + 1)) - one
                 break
-            c1 = data[pos + k + 1]
-            c2 = data[pos + k + 2]
-            length = 0
-            if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:  # 's 't 'm 'd
-                length = 2
-            elif (c1 == 0x72 or c1 == 0x76) and c2 == 0x65:  # 're 've
-                length = 3
-            elif c1 == 0x6C and c2 == 0x6C:  # 'll
-                length = 3
+            length = _contraction_length(data[pos + k + 1], data[pos + k + 2])
             if length != 0:
                 inside = ((one << np.uint64(length - 1)) - one) << np.uint64(k + 1)
                 starts = (starts & ~inside) | (one << np.uint64(k + length))
         starts &= keep
         if starts == 0:
             break  # no start in the block: a long piece, or non-ASCII close ahead
-        if pos + top >= limit:
-            # Stop at the first start at or after limit (where the caller's chunk ends).
-            past = starts & ~((one << np.uint64(max(0, limit - pos))) - one)
-            if past != 0:
-                starts &= (one << (low_bit(past) + one)) - one
-        if n_pieces + BLOCK_BYTES + 8 > piece_offsets.shape[0]:
-            grown = np.empty(2 * piece_offsets.shape[0] + BLOCK_BYTES + 8, dtype=np.int64)
-            grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
-            piece_offsets = grown
-        last = pos + np.int64(high_bit(starts))
-        while starts != 0:
-            n_pieces += 1
-            piece_offsets[n_pieces] = pos + np.int64(low_bit(starts))
-            starts &= starts - one
-        pos = last
+        pos, n_pieces, piece_offsets = _store_starts(starts, pos, top, limit, piece_offsets,
+                                                     n_pieces)
     return pos, n_pieces, piece_offsets
 
 
@@ -509,15 +456,8 @@ def o200k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
             if k + 3 > top:
                 keep &= (one << np.uint64(k)) - one
                 break
-            c1 = data[pos + k + 1] | 0x20
-            c2 = data[pos + k + 2] | 0x20
-            length = 0
-            if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:  # 's 't 'm 'd
-                length = 2
-            elif (c1 == 0x72 or c1 == 0x76) and c2 == 0x65:  # 're 've
-                length = 3
-            elif c1 == 0x6C and c2 == 0x6C:  # 'll
-                length = 3
+            # (any case: the two letters lowered; k + 3 <= top keeps them ASCII)
+            length = _contraction_length(data[pos + k + 1] | 0x20, data[pos + k + 2] | 0x20)
             if length != 0:
                 inside = ((one << np.uint64(length)) - one) << np.uint64(k)
                 starts = (starts & ~inside) | (one << np.uint64(k + length))
@@ -525,18 +465,6 @@ def o200k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
         starts &= keep
         if starts == 0:
             break
-        if pos + top >= limit:
-            past = starts & ~((one << np.uint64(max(0, limit - pos))) - one)
-            if past != 0:
-                starts &= (one << (low_bit(past) + one)) - one
-        if n_pieces + BLOCK_BYTES + 8 > piece_offsets.shape[0]:
-            grown = np.empty(2 * piece_offsets.shape[0] + BLOCK_BYTES + 8, dtype=np.int64)
-            grown[: n_pieces + 1] = piece_offsets[: n_pieces + 1]
-            piece_offsets = grown
-        last = pos + np.int64(high_bit(starts))
-        while starts != 0:
-            n_pieces += 1
-            piece_offsets[n_pieces] = pos + np.int64(low_bit(starts))
-            starts &= starts - one
-        pos = last
+        pos, n_pieces, piece_offsets = _store_starts(starts, pos, top, limit, piece_offsets,
+                                                     n_pieces)
     return pos, n_pieces, piece_offsets

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: e539996389f5afa0e718779ce8bf75bedf1440f59aedf39f93b1248914d5f7a7
+#: kernel cache stamp: 31e3ef0d34486ac8df2949f3d8fd2b7bb59bb2b710bc5806aca1ad9e46cca62e
 
 
 @njit(cache=True, nogil=True, inline="always")

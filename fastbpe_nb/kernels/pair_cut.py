@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: c66ec121ab027072ef8986cf5580df60b95ed6b5368e61ad263a0a4caa905214
+#: kernel cache stamp: b875c6e309d53f79d1253911330419db2983d7096d8884ca47715e3f7b960f22
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -80,7 +80,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: bda18e5f89e7640e78e4a47b1c3f3a7661089644cdbeec2a4c668d51d8d43ceb
+#: kernel cache stamp: 7df04e3fa91b39838e5984821655d17c78973ea3228a1540cd89a231fb45de29
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
