@@ -1,4 +1,5 @@
-"""gpt2's and o200k's 64-byte ASCII blocks (``kernels.ascii_blocks``) against ``regex.findall``.
+"""gpt2's, cl100k's and o200k's 64-byte ASCII blocks (``kernels.ascii_blocks``) against
+``regex.findall``.
 
 The scanner finds their pieces of ASCII stretches from bit masks and hands the rest
 (non-ASCII characters, pieces of 63 bytes or more, a document's last 64 bytes) to the
@@ -24,7 +25,7 @@ from fastbpe_nb.pretokenize import NAMED_PATTERNS
 
 NOJIT = os.environ.get("NUMBA_DISABLE_JIT") == "1"
 #: The patterns that use the blocks.
-BLOCK_PATTERNS = ["gpt2", "o200k"]
+BLOCK_PATTERNS = ["gpt2", "cl100k", "o200k"]
 COMPILED = {name: regex.compile(NAMED_PATTERNS[name]) for name in BLOCK_PATTERNS}
 HYPOTHESIS = settings(max_examples=100 if NOJIT else 400, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -38,6 +39,8 @@ ASCII_PARTS = [
     # o200k: case changes, contractions of any case, digit groups, what others take
     "HTTPServer", "camelCase", "ABC", "aBC", "I'M", "IT'S", "'Ll", "don't", "12345", "1234567",
     ";\n", ".\n/", "\n/\n", "//", "/", "\t(", " (", "'n'", "x'", "\r\n\r\n", " \n ",
+    # cl100k: contractions of any case wherever an apostrophe starts a piece
+    "'T", "'D", "'vE", "'lL", "\t'S", "\n'd", ".'s", "''s", "5'm",
 ]
 LONG_PARTS = [" " * 70, "\t" * 65, "=" * 80, "a" * 66, "9" * 64, "\n" * 63, " " * 62 + "x"]
 NON_ASCII_PARTS = ["\u00e9", "\u00a0", "\u4e2d", "\u2019", "\u0663", "\u3000", "\u0416",

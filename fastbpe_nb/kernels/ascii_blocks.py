@@ -1,5 +1,5 @@
-"""gpt2's and o200k's pieces of ASCII text (and of the commonest two-byte letters), 64 bytes
-at a time, from bit masks.
+"""gpt2's, cl100k's and o200k's pieces of ASCII text (and of the commonest two-byte
+letters), 64 bytes at a time, from bit masks.
 
 The automaton (:func:`fastbpe_nb.kernels.scan._run_automaton`) reads one byte per step
 through a chain of dependent table loads: about 210 MB/s on one core of the team's VM
@@ -152,6 +152,7 @@ _CLASS_KINDS = (((0x41, 0x5A), (0x61, 0x7A)), ((0x30, 0x39),), ((0x20, 0x20),),
 _UTF8_KINDS = (((0xC3, 0xCA), (0xD0, 0xD1)), ((0x80, 0xBF),), ((0xC3, 0xC3),),
                ((0x97, 0x97), (0xB7, 0xB7)))
 _O200K_KINDS = (((0x41, 0x5A),), ((0x0A, 0x0A), (0x0D, 0x0D)), ((0x2F, 0x2F),))
+_BREAK_KINDS = (((0x0A, 0x0A), (0x0D, 0x0D)),)
 _CASED_KINDS = (((0xC3, 0xC3),), ((0xD0, 0xD0),), ((0xD1, 0xD1),), ((0x80, 0xBF),),
                 ((0x80, 0x9E),), ((0x80, 0xAF),), ((0x80, 0x9F),), ((0x97, 0x97), (0xB7, 0xB7)))
 
@@ -177,6 +178,13 @@ def o200k_masks(data, pos):
     """``(upper, line_breaks, slashes)``: ``uint64`` masks of the 64 bytes ``data[pos:pos +
     64]``: ``A-Z``, ``\\r \\n`` and ``/``."""
     return _numpy_masks(_O200K_KINDS, data, pos)
+
+
+@_vector_masks(_BREAK_KINDS)
+def break_masks(data, pos):
+    """``(line_breaks,)``: the ``uint64`` mask of ``\\r \\n`` in the 64 bytes
+    ``data[pos:pos + 64]``."""
+    return _numpy_masks(_BREAK_KINDS, data, pos)
 
 
 @_vector_masks(_CASED_KINDS)
@@ -353,6 +361,68 @@ def _spread_down(x, allowed):
     return x
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _prefixed_run_starts(letters, digits, space, other_ws, breaks, others, taken):
+    """The piece starts (mask) that cl100k and o200k share on a block: their letters take
+    a one-character prefix (``[^\\r\\n\\p{L}\\p{N}]?``), their digits come in groups of
+    three (set by ``_digit_groups``), their runs of others take ``' ?'`` before and
+    ``taken`` (the line breaks, for o200k also slashes) after, and their whitespace runs
+    end after their last line break (``\\s*[\\r\\n]``) or before their last character
+    (``\\s+(?!\\S)``). Case splits and contractions are each pattern's own."""
+    one = np.uint64(1)
+    ws = space | other_ws
+    tabs = other_ws & ~breaks  # \t \v \f
+    free_others = others & ~taken
+    # A whitespace run's line breaks that some later break of the same run follows.
+    later_break = _spread_down(breaks & ~taken, ws & ~taken)
+    single = free_others & ~(free_others << one) & ~(space << one)
+    return (
+        # whitespace: a run's start (or the first after what a run of others took),
+        # after its last line break, and the last of a run before a non-space
+        (ws & ~taken & (~(ws << one) | (taken << one)))
+        | (ws & ~taken & (breaks << one) & ~later_break)
+        | (ws & (ws << one) & ~breaks & ~(ws >> one))
+        # after whitespace, unless it is the prefix of letters or ' ?' of others
+        | (~ws & ~taken & (ws << one) & ~(letters & ((space | tabs) << one))
+           & ~(others & (space << one)))
+        # letters: a run's start (not after its one-character prefix)
+        | (letters & ~(letters << one) & ~(ws << one) & ~(single << one))
+        # digits: a run's start (groups of three: _digit_groups), others: a run's start
+        | (digits & ~(digits << one) & ~(ws << one))
+        | (free_others & ~(free_others << one) & ~(ws << one))
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _decided_top(known, letters, digits):
+    """The highest bit a cl100k or o200k block may store a start at: from the last stretch
+    of whitespace and others on, nothing is decided (a whitespace run's last line break,
+    what a run of others takes, a prefix may lie past the block), so the block ends at its
+    last letter or digit, below ``known`` (the bytes whose character is known) - 1."""
+    one = np.uint64(1)
+    valid = (one << np.uint64(known)) - one if known < 64 else ~np.uint64(0)
+    decided = valid & (letters | digits)
+    tail = np.int64(high_bit(decided)) + 1 if decided != 0 else 0
+    return min(62, known - 2, tail - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digit_groups(starts, digits, top):
+    """``starts`` with a start at every third digit of each run of four or more
+    (``\\p{N}{1,3}``), up to bit ``top``."""
+    one = np.uint64(1)
+    run_starts = digits & ~(digits << one) & (digits >> np.uint64(3)) \
+        & (digits >> np.uint64(2)) & (digits >> one)
+    while run_starts != 0:
+        k = np.int64(low_bit(run_starts))
+        run_starts &= run_starts - one
+        beyond = ~(digits >> np.uint64(k))
+        run_end = k + np.int64(low_bit(beyond)) if beyond != 0 else 64
+        for j in range(k + 3, min(run_end, top + 1), 3):
+            starts |= one << np.uint64(j)
+    return starts
+
+
 @njit(cache=True, nogil=True)
 def o200k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
     """``gpt2_ascii_pieces`` for o200k's pattern; the same contract.
@@ -399,52 +469,18 @@ def o200k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
         upper |= upper2
         letters |= upper2 | lower2
         ws = space | other_ws
-        tabs = other_ws & ~breaks  # \t \v \f
-        lower = letters & ~upper
         others = ~(letters | digits | ws)
         # Line breaks (and slashes) that a run of others takes ([\r\n/]*), from the line
         # break right after it through every line break and slash that follows.
         taken = _spread_up(breaks & (others << one), breaks | slashes) & (breaks | slashes)
-        free_others = others & ~taken
-        # A whitespace run's line breaks that some later break of the same run follows.
-        later_break = _spread_down(breaks & ~taken, ws & ~taken)
-        single = free_others & ~(free_others << one) & ~(space << one)
-        starts = (
-            # whitespace: a run's start (or the first after what a run of others took),
-            # after its last line break, and the last of a run before a non-space
-            (ws & ~taken & (~(ws << one) | (taken << one)))
-            | (ws & ~taken & (breaks << one) & ~later_break)
-            | (ws & (ws << one) & ~breaks & ~(ws >> one))
-            # after whitespace, unless it is the prefix of letters or ' ?' of others
-            | (~ws & ~taken & (ws << one) & ~(letters & ((space | tabs) << one))
-               & ~(others & (space << one)))
-            # letters: a run's start (not after its one-character prefix), lower to upper
-            | (letters & ~(letters << one) & ~(ws << one) & ~(single << one))
-            | (upper & (lower << one))
-            # digits: a run's start (groups of three below), others: a run's start
-            | (digits & ~(digits << one) & ~(ws << one))
-            | (free_others & ~(free_others << one) & ~(ws << one))
-        )
-        # From the last stretch of whitespace and others on, nothing is decided (a
-        # whitespace run's last line break, what a run of others takes, a prefix): the
-        # block ends after its last letter or digit.
-        valid = (one << np.uint64(known)) - one if known < 64 else ~np.uint64(0)
-        decided = valid & (letters | digits)
-        tail = np.int64(high_bit(decided)) + 1 if decided != 0 else 0
-        top = min(62, known - 2, tail - 1)
+        starts = _prefixed_run_starts(letters, digits, space, other_ws, breaks, others, taken)
+        # A lower letter followed by an upper one (o200k's letters are upper* lower+).
+        starts |= upper & ((letters & ~upper) << one)
+        top = _decided_top(known, letters, digits)
         if top < 1:
             break
         keep = STORABLE & ((one << np.uint64(top + 1)) - one)
-        # Digits in groups of three from each run's start (\p{N}{1,3}).
-        run_starts = digits & ~(digits << one) & (digits >> np.uint64(3)) \
-            & (digits >> np.uint64(2)) & (digits >> one)
-        while run_starts != 0:
-            k = np.int64(low_bit(run_starts))
-            run_starts &= run_starts - one
-            beyond = ~(digits >> np.uint64(k))
-            run_end = k + np.int64(low_bit(beyond)) if beyond != 0 else 64
-            for j in range(k + 3, min(run_end, top + 1), 3):
-                starts |= one << np.uint64(j)
+        starts = _digit_groups(starts, digits, top)
         # Contractions after letters (case-insensitive), the letters' piece going on.
         tried = apostrophes & (letters << one) & keep
         inside_until = -1
@@ -462,6 +498,68 @@ def o200k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
                 inside = ((one << np.uint64(length)) - one) << np.uint64(k)
                 starts = (starts & ~inside) | (one << np.uint64(k + length))
                 inside_until = k + length - 1
+        starts &= keep
+        if starts == 0:
+            break
+        pos, n_pieces, piece_offsets = _store_starts(starts, pos, top, limit, piece_offsets,
+                                                     n_pieces)
+    return pos, n_pieces, piece_offsets
+
+
+@njit(cache=True, nogil=True)
+def cl100k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
+    """``gpt2_ascii_pieces`` for cl100k's pattern; the same contract.
+
+    cl100k (``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+|
+    ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s``) is
+    o200k's rules (``o200k_ascii_pieces``) without its case: letters are one kind (ASCII
+    and ``two_byte_letters``), a run of others takes only line breaks, and a contraction
+    (any case) is a piece of its own wherever an apostrophe starts a piece: after a letter,
+    a digit, a tab or a line break, or at bit 0 (after a space the apostrophe is the
+    ``' ?'`` run's, after another other inside a run). Where one matches, the starts inside
+    it are cleared and one is set after it. The possessive quantifiers change nothing on
+    these kinds: no alternative could give back what they keep. ``\\s++$`` concerns only
+    a document's end, which the blocks never decide (they stop 64 bytes before it, and
+    each block at its last letter or digit).
+    """
+    one = np.uint64(1)
+    while pos + BLOCK_BYTES <= end and pos < limit:
+        letters, digits, space, other_ws, apostrophes, non_ascii = class_masks(data, pos)
+        known = 64  # bytes whose character is known: up to the first other byte >= 0x80
+        if non_ascii != 0:
+            two_byte = two_byte_letters(data, pos, non_ascii)
+            letters |= two_byte
+            non_ascii &= ~two_byte
+            if non_ascii != 0:
+                known = np.int64(low_bit(non_ascii))
+                if known < BLOCK_BYTES // 4:
+                    break  # (before the rest of the masks: on CJK text most tries end here)
+        breaks = break_masks(data, pos)[0]
+        others = ~(letters | digits | space | other_ws)
+        # The line breaks a run of others takes ([\r\n]*+).
+        taken = _spread_up(breaks & (others << one), breaks) & breaks
+        starts = _prefixed_run_starts(letters, digits, space, other_ws, breaks, others, taken)
+        top = _decided_top(known, letters, digits)
+        if top < 1:
+            break
+        keep = STORABLE & ((one << np.uint64(top + 1)) - one)
+        starts = _digit_groups(starts, digits, top)
+        # Contractions where an apostrophe starts a piece (bit 0 is a piece start).
+        tried = apostrophes & (starts | one) & (keep | one)
+        while tried != 0:
+            k = np.int64(low_bit(tried))
+            tried &= tried - one
+            if k + 3 > top:
+                # Its letters would be read past the block's known bytes (or its end
+                # stored past the bits that can hold it): store up to k, and the next
+                # block starts at the apostrophe.
+                keep &= (one << np.uint64(k + 1)) - one
+                break
+            # (any case: the two letters lowered; k + 3 <= top keeps them ASCII)
+            length = _contraction_length(data[pos + k + 1] | 0x20, data[pos + k + 2] | 0x20)
+            if length != 0:
+                inside = ((one << np.uint64(length - 1)) - one) << np.uint64(k + 1)
+                starts = (starts & ~inside) | (one << np.uint64(k + length))
         starts &= keep
         if starts == 0:
             break

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 31e3ef0d34486ac8df2949f3d8fd2b7bb59bb2b710bc5806aca1ad9e46cca62e
+#: kernel cache stamp: bb9b13d28f037e5a1499251d5cb1235e03a468c2ed0303ae12e908df7e97510d
 
 
 @njit(cache=True, nogil=True, inline="always")

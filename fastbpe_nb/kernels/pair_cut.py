@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: b875c6e309d53f79d1253911330419db2983d7096d8884ca47715e3f7b960f22
+#: kernel cache stamp: 4b8db08ebe9a859269eab73d73d1b340c68047d818cfebd684b7844bc0e784b2
 
 
 @njit(cache=True, nogil=True, _nrt=False)

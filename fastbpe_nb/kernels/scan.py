@@ -3,8 +3,8 @@
 gpt2's, cl100k's and o200k's patterns are small automata over the characters
 (:mod:`fastbpe_nb.kernels.automata`), run over the bytes in one pass by
 :func:`_run_automaton`: no decode window, no per-character buffers, pieces of any length
-in constant memory. gpt2's and o200k's pieces of ASCII stretches (two-byte Latin and
-Cyrillic letters included) come faster from bit masks, 64 bytes at a time
+in constant memory. Their pieces of ASCII stretches (two-byte Latin and Cyrillic
+letters included) come faster from bit masks, 64 bytes at a time
 (:mod:`fastbpe_nb.kernels.ascii_blocks`; :func:`_scan_automaton` hands over between the
 two). SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past any number of
 characters, takes two passes over each document:
@@ -45,7 +45,8 @@ Facts the matchers rely on (all checked by the differential tests):
 import numpy as np
 from numba import njit, prange
 
-from .ascii_blocks import BLOCK_BYTES, gpt2_ascii_pieces, o200k_ascii_pieces
+from .ascii_blocks import (BLOCK_BYTES, cl100k_ascii_pieces, gpt2_ascii_pieces,
+                           o200k_ascii_pieces)
 from .automata import (
     ACTION_SHIFT,
     C1_ASCII_AT,
@@ -80,7 +81,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: 7df04e3fa91b39838e5984821655d17c78973ea3228a1540cd89a231fb45de29
+#: kernel cache stamp: c65bd3b314ac12390c53141abccbb053783da104fe9480d02f6e89662d323ee6
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
@@ -390,11 +391,10 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
     piece start) until a piece ends at or after ``limit`` (or the document does), as
     :func:`_run_automaton` returns them.
 
-    gpt2's and o200k's pieces of ASCII stretches come from bit masks, 64 bytes at a time
+    The pieces of ASCII stretches come from bit masks, 64 bytes at a time
     (:mod:`fastbpe_nb.kernels.ascii_blocks`); the automaton scans what those leave, from a
-    piece start, a stretch at a time (neither pattern looks behind, so a scan started at a
-    piece start finds the same pieces as a scan of the whole document). cl100k's
-    possessive runs and ``\\s++$`` are not done in blocks yet.
+    piece start, a stretch at a time (no pattern looks behind, so a scan started at a
+    piece start finds the same pieces as a scan of the whole document).
     A stretch ends at the first piece end ``stretch`` bytes on. It doubles, up to
     ``max_stretch`` (the callers pass their ``stream_bytes``), each time the blocks
     scanned less than half a block, and is back to a block after they scanned more: on
@@ -402,15 +402,15 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
     try of the blocks every 64 bytes, mostly for a few bytes of ASCII, made the scan a
     third slower than the automaton alone.
     """
-    if pattern_id == PATTERN_CL100K:
-        return _run_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2,
-                              piece_offsets, n_pieces)
     stretch = BLOCK_BYTES
     while True:
         start = pos
         if pattern_id == PATTERN_GPT2:
             pos, n_pieces, piece_offsets = gpt2_ascii_pieces(data, pos, end, limit,
                                                              piece_offsets, n_pieces)
+        elif pattern_id == PATTERN_CL100K:
+            pos, n_pieces, piece_offsets = cl100k_ascii_pieces(data, pos, end, limit,
+                                                               piece_offsets, n_pieces)
         else:
             pos, n_pieces, piece_offsets = o200k_ascii_pieces(data, pos, end, limit,
                                                               piece_offsets, n_pieces)
