@@ -209,8 +209,8 @@ def test_real_text_matches_regex(name):
 def test_class_masks_compiled_match_their_definition():
     from numba import njit
 
-    from fastbpe_nb.kernels.ascii_blocks import (BLOCK_BYTES, cased_masks, class_masks,
-                                                 o200k_masks, utf8_masks)
+    from fastbpe_nb.kernels.ascii_blocks import (BLOCK_BYTES, break_masks, cased_masks,
+                                                 class_masks, o200k_masks, utf8_masks)
 
     @njit
     def compiled(data, pos):
@@ -218,7 +218,8 @@ def test_class_masks_compiled_match_their_definition():
 
     @njit
     def compiled_utf8(data, pos):
-        return utf8_masks(data, pos), o200k_masks(data, pos), cased_masks(data, pos)
+        return (utf8_masks(data, pos), o200k_masks(data, pos), cased_masks(data, pos),
+                break_masks(data, pos))
 
     rng = np.random.default_rng(7)
     blocks = [np.arange(256, dtype=np.uint8)[k:k + BLOCK_BYTES] for k in range(0, 193, 64)]
@@ -231,7 +232,7 @@ def test_class_masks_compiled_match_their_definition():
             assert compiled(data, pos) == class_masks(data, pos)
         for pos in range(len(data) - BLOCK_BYTES + 1):
             assert compiled_utf8(data, pos) == (utf8_masks(data, pos), o200k_masks(data, pos),
-                                                cased_masks(data, pos))
+                                                cased_masks(data, pos), break_masks(data, pos))
     # The definition itself, byte by byte, against regex's classes.
     for byte in range(256):
         data = np.full(BLOCK_BYTES, byte, dtype=np.uint8)
@@ -257,6 +258,7 @@ def test_class_masks_compiled_match_their_definition():
     "\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440! " * 8,
     "x" * 62 + "\u00e9" * 40, "a\u00d7b \u00f7 " * 20,
     "x;\n/\n/y " * 10, "IT'S DON'T we'LL " * 6, "1234567890" * 10, "a" * 60 + "'s" * 10,
+    "x" * 60 + "\t'Ll" * 20, "'S" * 70, "\n'VE" * 30, "x" * 61 + "'d'd'd" * 12,
 ])
 @pytest.mark.parametrize("name", BLOCK_PATTERNS)
 def test_block_edges_match_regex(name, text):
