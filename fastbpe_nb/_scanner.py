@@ -161,16 +161,31 @@ def scan_document(data: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
                 PATTERN_IDS[name], *scan_tail())
 
 
-def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str):
+def scan_prefix_offsets(data: np.ndarray, start: int, limit: int, name: str, buffer=None):
     """``(piece_offsets, next_start)``: the pieces of the one document ``data`` (uint8,
     C-contiguous) from piece start ``start`` until one ends at or after ``limit``; the
-    same pieces as ``scan_offsets`` of the whole document (see ``kernels.scan.scan_prefix``)."""
+    same pieces as ``scan_offsets`` of the whole document (see ``kernels.scan.scan_prefix``).
+    ``buffer``: a writable int64 array (``prefix_buffer``) the offsets may be written to,
+    reused from call to call (the result is then a view of it)."""
     from fastbpe_nb.kernels.scan import scan_prefix
     from fastbpe_nb.parallel import call_kernel
 
-    offsets, next_start = call_kernel(scan_prefix, data, int(start), len(data), int(limit),
-                                      PATTERN_IDS[name], *scan_tail())
+    args = (data, int(start), len(data), int(limit), PATTERN_IDS[name], *scan_tail())
+    if buffer is not None:
+        if not (isinstance(buffer, np.ndarray) and buffer.dtype == np.int64
+                and buffer.ndim == 1 and buffer.flags.c_contiguous and buffer.flags.writeable):
+            raise ValueError("buffer must be a writable contiguous int64 array")
+        args += (buffer,)  # the kernel checks its size
+    offsets, next_start = call_kernel(scan_prefix, *args)
     return offsets, int(next_start)
+
+
+def prefix_buffer(limit: int) -> np.ndarray:
+    """A buffer that ``scan_prefix_offsets`` uses for any call whose ``limit - start`` is at
+    most ``limit``."""
+    from fastbpe_nb.kernels.scan import SCAN_SLACK, WINDOW_BYTES
+
+    return np.empty(limit + WINDOW_BYTES + SCAN_SLACK, dtype=np.int64)
 
 
 def split(text: str, name: str) -> list[str]:

@@ -112,6 +112,9 @@ KERNEL_CONSTANTS = {
         # Prefetch distance in pieces, the size of the keys' ring: fixed by memory latency
         # over the time per piece (measured flat from 8 to 32), like FRONT_SLOTS.
         "LOOKAHEAD",
+        # The first size of a block's growing table: where its growth starts, not a
+        # tunable (the cap, the tunable, is an argument).
+        "BLOCK_FIRST_SLOTS",
     )),
     *(f"fastbpe_nb.kernels.piece_cache:{name}" for name in (
         # Piece tables: short keys pack 15 bytes + length in two int64; values pack up to

@@ -251,6 +251,30 @@ def test_ranks_mode_tables_sweep_like_the_heap(tmp_path):
         assert ranked.encode(text) == tok.encode(text)
 
 
+def test_run_writes_into_the_callers_buffer_and_checks_it():
+    # The segmented path passes the rest of its result array (Encoder.run(out=...)); the
+    # kernel does not bounds-check, so run refuses any buffer it could write past.
+    from fastbpe_nb.encoder import NO_SPECIAL
+
+    tok = fb.train(["the cat sat on the mat " * 20], num_merges=30)
+    enc = tok._encoder
+    data = np.frombuffer(b"the cat sat on the mat, the end", dtype=np.uint8)
+    pieces = np.array([0, 3, 7, 11, 14, 18, 22, 23, 27, 31], dtype=np.int64)
+    layout = (data, pieces, NO_SPECIAL, np.array([0, len(pieces) - 1], dtype=np.int64))
+    want = enc.run(layout)[0].tolist()
+    buffer = np.full(len(data) + 5, -7, dtype=np.int32)
+    ids, offsets = enc.run(layout, out=buffer)
+    assert ids.tolist() == want and offsets.tolist() == [0, len(want)]
+    assert np.shares_memory(ids, buffer) and buffer[:len(want)].tolist() == want
+    assert (buffer[len(data):] == -7).all()  # nothing past a slot per byte
+    for bad in (np.empty(len(data) - 1, np.int32), np.empty(len(data), np.int64),
+                np.empty(2 * len(data), np.int32)[::2]):
+        with pytest.raises(ValueError, match="out must be"):
+            enc.run(layout, out=bad)
+    with pytest.raises(ValueError, match="one thread"):
+        enc.run(layout, n_threads=2, out=buffer)
+
+
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
 def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, pattern):
     # Texts over SEGMENT_BYTES are scanned and encoded a segment at a time; with 64-byte
@@ -270,7 +294,9 @@ def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, patte
     monkeypatch.setattr(tk, "SEGMENT_BYTES", 64)
     for text, expected in zip(texts, one_shot):
         huge, capacity = tok._encoder.encode_huge(text, frozenset(), frozenset())
-        assert capacity == len(text.encode("utf-8", "surrogatepass")) and huge.dtype == np.int32 and huge.tolist() == expected
+        # The ids own exactly their memory (the result array shrunk in place, no copy).
+        assert capacity == len(huge) and huge.base is None
+        assert huge.dtype == np.int32 and huge.tolist() == expected
         assert tok.encode_ordinary(text) == expected
         assert tok.encode(text) == expected
         as_array = tok.encode_to_numpy(text)

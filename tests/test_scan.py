@@ -339,12 +339,19 @@ def test_scan_prefix_chains_to_the_whole_scan(name, text, steps):
 
 def _chained_scan(data, steps, name):
     """Piece boundaries of ``data`` from chained ``scan_prefix_offsets`` calls, the k-th
-    with a limit ``steps[k % len(steps)]`` bytes ahead, each call checked on its own."""
-    from fastbpe_nb._scanner import scan_prefix_offsets
+    with a limit ``steps[k % len(steps)]`` bytes ahead, each call checked on its own. Every
+    other call passes one reused buffer (written to when a step is at most 64 bytes)."""
+    from fastbpe_nb._scanner import prefix_buffer, scan_prefix_offsets
 
+    buffer = prefix_buffer(64)
     got, start, k = [0], 0, 0
     while start < len(data):
-        pieces, end = scan_prefix_offsets(data, start, start + steps[k % len(steps)], name)
+        step = steps[k % len(steps)]
+        if k % 2:
+            pieces, end = scan_prefix_offsets(data, start, start + step, name, buffer)
+            assert np.shares_memory(pieces, buffer) == (step <= 64)
+        else:
+            pieces, end = scan_prefix_offsets(data, start, start + step, name)
         assert pieces[0] == start and pieces[-1] == end > start
         assert end >= min(len(data), start + steps[k % len(steps)])
         got.extend(pieces[1:].tolist())
@@ -360,6 +367,14 @@ def test_scan_prefix_validates_input():
     for start, limit in [(-1, 3), (11, 12), (3, 3)]:
         with pytest.raises(ValueError):
             scan_prefix_offsets(data, start, limit, "gpt2")
+    for buffer in (np.empty(100, np.int32), np.empty(100, np.int64)[::2], [0] * 100,
+                   np.empty(100, np.int64).view(np.int64).reshape(10, 10)):
+        with pytest.raises(ValueError, match="buffer"):
+            scan_prefix_offsets(data, 0, 5, "gpt2", buffer)
+    frozen = np.empty(100, np.int64)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="buffer"):
+        scan_prefix_offsets(data, 0, 5, "gpt2", frozen)
 
 
 @pytest.mark.parametrize("name", PATTERN_NAMES)

@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: bb9b13d28f037e5a1499251d5cb1235e03a468c2ed0303ae12e908df7e97510d
+#: kernel cache stamp: bcc78f094189a1aed12e06a0db82a4060ef6d5947c2bc4325cd065e002e37382
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: bb9b13d28f037e5a1499251d5cb1235e03a468c2ed0303ae12e908df7e97510d
+#: kernel cache stamp: bcc78f094189a1aed12e06a0db82a4060ef6d5947c2bc4325cd065e002e37382
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -42,6 +42,8 @@ LOW32 = np.int64(0xFFFFFFFF)
 SWEEP_MAX_UNITS = (2**31 - 1) // 3
 #: Slots of a block's front table (24 bytes each: 192 KiB, in L2 beside the scan's data).
 FRONT_SLOTS = 8192
+#: Slots a block's table starts with (24 KiB); it doubles as it fills, up to its cap.
+BLOCK_FIRST_SLOTS = 1024
 #: The encoder reads each piece's keys this many pieces ahead and prefetches the slots of
 #: the tables it will probe (``_encode_block``); a power of two, the size of its ring of keys.
 LOOKAHEAD = 16
@@ -748,9 +750,9 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
 
     A piece is looked up, in this order, in the vocabulary's short-piece table, as a whole
     token, in the persistent cache (``ctab``, read only) and in the block's own table
-    (``bcap`` slots at ``btab[3 * base:]``); only then merged, and its ids added to the
-    block's table. ``stats`` (int64[4]) gets the cache hits, block hits, merged pieces and
-    the entries of the block's table.
+    (up to ``bcap`` slots at ``btab[3 * base:]``, filled as it grows); only then merged,
+    and its ids added to the block's table. ``stats`` (int64[5]) gets the cache hits, block
+    hits, merged pieces, the entries of the block's table and the slots it grew to.
     """
     use_whole = whole_keys.shape[0] > 0
     use_short = short_table.shape[0] > 0 and not dropout > 0.0
@@ -793,6 +795,12 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     p_end = doc_piece_offsets[d1]
     smask = short_table.shape[0] // 3 - 1
     n_block = 0  # entries in the block's table
+    # The block's table starts small and doubles, up to ``bcap`` slots, as pieces are
+    # merged: its slots are only filled as it grows. Filled whole up front, a 2 MiB
+    # segment's table (6 MB) cost ~1,500 fresh pages per call, most never used once the
+    # cache is warm (a fifth of a warm call on 10 MB of code, in page faults).
+    bslots = min(bcap, BLOCK_FIRST_SLOTS)
+    btab[3 * base:3 * (base + bslots)] = EMPTY
     hits = 0
     block_hits = 0
     merged = 0
@@ -900,7 +908,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                         _remember(front, fs, key, key2, v)
                     hits += 1
                     continue
-                v = get(btab, base, bcap, key, key2, data, data, s, n)
+                v = get(btab, base, bslots, key, key2, data, data, s, n)
                 if v != 0:
                     o += emit(v, out, out, o)
                     if short:
@@ -949,7 +957,9 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                 if short:
                     _remember(front, fs, key, key2, v)
             if cacheable and 2 * (n_block + 1) <= bcap:
-                put(btab, base, bcap, key, key2, v)
+                if 2 * (n_block + 1) > bslots:
+                    bslots = _grow_block_table(btab, base, bslots)
+                put(btab, base, bslots, key, key2, v)
                 n_block += 1
             o += m
         doc_counts[d] = o - o_start
@@ -957,12 +967,26 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     stats[1] = block_hits
     stats[2] = merged
     stats[3] = n_block
+    stats[4] = bslots
+
+
+@njit(cache=True, nogil=True)
+def _grow_block_table(btab, base, slots):
+    """Double a block's table of ``slots`` slots at ``btab[3 * base:]`` in place (its
+    entries rehashed into the first ``2 * slots`` slots); returns the new size."""
+    old = btab[3 * base:3 * (base + slots)].copy()
+    btab[3 * base:3 * (base + 2 * slots)] = EMPTY
+    for i in range(slots):
+        if old[3 * i] != EMPTY:
+            put(btab, base, 2 * slots, old[3 * i], old[3 * i + 1], old[3 * i + 2])
+    return 2 * slots
 
 
 @njit(cache=True, nogil=True)
 def _block_tables(doc_piece_offsets, n_blocks, block_bits, use_cache):
     """Slot offsets and sizes of each block's table: a power of two of at least half the
-    block's pieces (at most ``2**block_bits``), 0 under dropout; and the shared array."""
+    block's pieces (at most ``2**block_bits``), 0 under dropout; and the shared array,
+    not filled (each block fills the part of its slots it uses, see ``_encode_block``)."""
     n_docs = doc_piece_offsets.shape[0] - 1
     bases = np.zeros(n_blocks, dtype=np.int64)
     caps = np.zeros(n_blocks, dtype=np.int64)
@@ -979,20 +1003,20 @@ def _block_tables(doc_piece_offsets, n_blocks, block_bits, use_cache):
         bases[blk] = total
         caps[blk] = cap
         total += cap
-    return bases, caps, np.full(3 * total, EMPTY, dtype=np.int64)
+    return bases, caps, np.empty(3 * total, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
 def _finish(stats, ctab, cunits, cids, cstate, btab, bases, caps, data, out, doc_counts):
     """Add the blocks' counters to the cache's and publish their tables if allowed; returns
     ``(doc_offsets, ctab, cunits, cids)``."""
-    used = caps.copy()
+    used = np.zeros_like(caps)
     for blk in range(stats.shape[0]):
         cstate[S_HITS] += stats[blk, 0]
         cstate[S_BLOCK_HITS] += stats[blk, 1]
         cstate[S_MERGED] += stats[blk, 2]
-        if stats[blk, 3] == 0:
-            used[blk] = 0  # nothing to publish: its slots are not even read (a warm call)
+        if stats[blk, 3] != 0:
+            used[blk] = stats[blk, 4]  # the slots it filled (none to publish: none read)
     if cstate[S_PUBLISH] == 1:
         ctab, cunits, cids = publish(ctab, cunits, cids, cstate, btab, bases, used, data, out)
     n_docs = doc_counts.shape[0]
@@ -1095,7 +1119,7 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     out = np.empty(data.shape[0], dtype=np.int32)
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     bases, caps, btab = _block_tables(doc_piece_offsets, n_blocks, block_bits, dropout <= 0.0)
-    stats = np.zeros((n_blocks, 4), dtype=np.int64)
+    stats = np.zeros((n_blocks, 5), dtype=np.int64)
     for blk in prange(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
@@ -1123,27 +1147,36 @@ def encode_serial(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
                   bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                   bt_pair_vals, dropout, seed, long_piece, sweep_ranks, block_bits, sweep_window,
-                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate):
+                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate,
+                  out=None):
     """``encode_batch`` on the calling thread only (no thread pool is started), one block.
 
-    Same parameters and results as ``encode_batch`` without ``n_blocks``. Any number of
-    Python threads may call it at once, as long as at most one of them passes a given
-    cache (it releases the GIL and shares nothing else).
+    Same parameters and results as ``encode_batch`` without ``n_blocks``, and ``out``:
+    int32[m], ``m >= n_units`` (the caller's to check), where the ids are written from
+    ``out[piece_offsets[doc_piece_offsets[0]]]`` on (the ids returned are a view of it);
+    None: a fresh array. A caller that encodes a long text segment by segment passes
+    the rest of its result array: no array per segment and no copy (fresh pages for each
+    segment's array were a tenth of encoding 10 MB of code). Any number of Python threads
+    may call it at once, as long as at most one of them passes a given cache or ``out``
+    (it releases the GIL and shares nothing else).
     """
     n_docs = doc_piece_offsets.shape[0] - 1
-    out = np.empty(data.shape[0], dtype=np.int32)
+    if out is None:
+        buf = np.empty(data.shape[0], dtype=np.int32)
+    else:
+        buf = out
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     bases, caps, btab = _block_tables(doc_piece_offsets, 1, block_bits, dropout <= 0.0)
-    stats = np.zeros((1, 4), dtype=np.int64)
+    stats = np.zeros((1, 5), dtype=np.int64)
     _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets, pairs,
                   whole_keys, tok_off, tok_data, short_table, byte_pairs, bt_trie, bt_node_tok,
                   bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                   bt_pair_vals, dropout, seed, long_piece, sweep_ranks, sweep_window,
                   sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, btab,
-                  bases[0], caps[0], 0, n_docs, out, doc_counts, stats[0])
+                  bases[0], caps[0], 0, n_docs, buf, doc_counts, stats[0])
     doc_offsets, ctab, cunits, cids = _finish(stats, ctab, cunits, cids, cstate, btab, bases,
-                                              caps, data, out, doc_counts)
-    # One block: the ids are already together; a view saves a copy (pages of ``out`` past
+                                              caps, data, buf, doc_counts)
+    # One block: the ids are already together; a view saves a copy (pages of ``buf`` past
     # them were never touched, so they hold no memory).
     src = piece_offsets[doc_piece_offsets[0]]
-    return out[src:src + doc_offsets[n_docs]], doc_offsets, ctab, cunits, cids
+    return buf[src:src + doc_offsets[n_docs]], doc_offsets, ctab, cunits, cids

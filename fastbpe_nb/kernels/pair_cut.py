@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 4b8db08ebe9a859269eab73d73d1b340c68047d818cfebd684b7844bc0e784b2
+#: kernel cache stamp: dac1fa83b591e3272c5e14690cf0429a4f49f5ebe7f500cd04f0b12f853881c7
 
 
 @njit(cache=True, nogil=True, _nrt=False)

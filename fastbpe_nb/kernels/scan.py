@@ -813,7 +813,7 @@ def _first_piece_shortened(data, pos, end, stage1, stage2, ascii_words, window, 
 
 @njit(cache=True, nogil=True)
 def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, tables, window_bytes,
-                stream_bytes):
+                stream_bytes, buffer=None):
     """The pieces of one document from ``start`` until at least ``limit``: a huge text is
     scanned and encoded a few MB at a time, in memory the allocator reuses.
 
@@ -826,12 +826,18 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, tables, win
         ``start < end``; pieces are emitted until one ends at or after ``limit``.
     pattern_id, stage1, stage2, tables, window_bytes, stream_bytes
         As for :func:`scan_batch`.
+    buffer : numpy.ndarray, optional
+        ``int64[m]``: the offsets are written there when it has a slot per byte up to
+        ``limit`` plus a window and ``SCAN_SLACK`` (else, and when None, in a new array).
+        The caller of many calls passes one buffer: fresh pages for each call's array were
+        ~2,000 page faults per 10 MB scanned.
 
     Returns
     -------
     piece_offsets : numpy.ndarray
         ``int64[n_pieces + 1]``, absolute; ``piece_offsets[0] == start``. Exactly the
-        pieces a :func:`scan_batch` of the whole document has there.
+        pieces a :func:`scan_batch` of the whole document has there (a view of
+        ``buffer`` when it was used).
     next_start : int
         ``piece_offsets[-1]``: where the next call starts (``end`` when done).
     """
@@ -844,8 +850,13 @@ def scan_prefix(data, start, end, limit, pattern_id, stage1, stage2, tables, win
     check_scanner_tables(tables)
     window = window_bytes
     words, char_offsets = _window_buffers(pattern_id, window)
-    piece_offsets = np.empty(min(end - start, limit - start + window) + SCAN_SLACK,
-                             dtype=np.int64)
+    need = min(end - start, limit - start + window) + SCAN_SLACK
+    if buffer is None:
+        piece_offsets = np.empty(need, dtype=np.int64)
+    elif buffer.shape[0] < need:
+        piece_offsets = np.empty(need, dtype=np.int64)
+    else:
+        piece_offsets = buffer
     piece_offsets[0] = start
     pos, n_pieces, piece_offsets, _, _, _ = _scan_document(
         data, start, end, limit, pattern_id, stage1, stage2, tables,
