@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 83451d9a8ba01d1f1b2a3caee30a62c87d5495558ab9be34be814f3d5e3508c1
+#: kernel cache stamp: bcc78f094189a1aed12e06a0db82a4060ef6d5947c2bc4325cd065e002e37382
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

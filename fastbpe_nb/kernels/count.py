@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 83451d9a8ba01d1f1b2a3caee30a62c87d5495558ab9be34be814f3d5e3508c1
+#: kernel cache stamp: bcc78f094189a1aed12e06a0db82a4060ef6d5947c2bc4325cd065e002e37382
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 5b0c2251ce0ddb9cd108308f6a61e69637eb6c9aa027a81b26e04516203627b2
+#: kernel cache stamp: dac1fa83b591e3272c5e14690cf0429a4f49f5ebe7f500cd04f0b12f853881c7
 
 
 @njit(cache=True, nogil=True, _nrt=False)
