@@ -241,6 +241,30 @@ def _contraction_length(c1, c2):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _standalone_contractions(data, pos, tried, starts, keep, top, fold):
+    """gpt2's and cl100k's contractions, pieces of their own: for each apostrophe of
+    ``tried`` (mask, low to high) followed by ``s t m d re ve ll`` (each byte OR ``fold``:
+    0 for gpt2's lower case only, 0x20 for cl100k's any case), the starts inside it cleared
+    and one set after it. Returns ``(starts, keep)``: an apostrophe too close to ``top``
+    for its letters to be read ends ``keep`` there (the next block starts at it)."""
+    one = np.uint64(1)
+    while tried != 0:
+        k = np.int64(low_bit(tried))
+        tried &= tried - one
+        if k + 3 > top:
+            # Its letters would be read past the block's known bytes (or its end stored
+            # past the bits that can hold it): store up to k, and the next block starts
+            # at the apostrophe.
+            keep &= (one << np.uint64(k + 1)) - one
+            break
+        length = _contraction_length(data[pos + k + 1] | fold, data[pos + k + 2] | fold)
+        if length != 0:
+            inside = ((one << np.uint64(length - 1)) - one) << np.uint64(k + 1)
+            starts = (starts & ~inside) | (one << np.uint64(k + length))
+    return starts, keep
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _store_starts(starts, pos, top, limit, piece_offsets, n_pieces):
     """Store a block's piece starts (``starts``: a nonzero mask of bits up to ``top``, bit
     ``k`` for byte ``pos + k``) as piece ends from ``piece_offsets[n_pieces + 1]`` on,
@@ -318,19 +342,7 @@ def gpt2_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
         )
         keep = STORABLE & ((one << np.uint64(top + 1)) - one)
         tried = apostrophes & (((kinds | other_ws) << one) | one) & (keep | one)
-        while tried != 0:
-            k = np.int64(low_bit(tried))
-            tried &= tried - one
-            if k + 3 > top:
-                # Its letters would be read past the block's known bytes (or its end
-                # stored past the bits that can hold it): store up to k, and the next
-                # block starts at the apostrophe.
-                keep &= (one << np.uint64(k + 1)) - one
-                break
-            length = _contraction_length(data[pos + k + 1], data[pos + k + 2])
-            if length != 0:
-                inside = ((one << np.uint64(length - 1)) - one) << np.uint64(k + 1)
-                starts = (starts & ~inside) | (one << np.uint64(k + length))
+        starts, keep = _standalone_contractions(data, pos, tried, starts, keep, top, 0)
         starts &= keep
         if starts == 0:
             break  # no start in the block: a long piece, or non-ASCII close ahead
@@ -546,20 +558,8 @@ def cl100k_ascii_pieces(data, pos, end, limit, piece_offsets, n_pieces):
         starts = _digit_groups(starts, digits, top)
         # Contractions where an apostrophe starts a piece (bit 0 is a piece start).
         tried = apostrophes & (starts | one) & (keep | one)
-        while tried != 0:
-            k = np.int64(low_bit(tried))
-            tried &= tried - one
-            if k + 3 > top:
-                # Its letters would be read past the block's known bytes (or its end
-                # stored past the bits that can hold it): store up to k, and the next
-                # block starts at the apostrophe.
-                keep &= (one << np.uint64(k + 1)) - one
-                break
-            # (any case: the two letters lowered; k + 3 <= top keeps them ASCII)
-            length = _contraction_length(data[pos + k + 1] | 0x20, data[pos + k + 2] | 0x20)
-            if length != 0:
-                inside = ((one << np.uint64(length - 1)) - one) << np.uint64(k + 1)
-                starts = (starts & ~inside) | (one << np.uint64(k + length))
+        # (any case: the two letters lowered; k + 3 <= top keeps them ASCII)
+        starts, keep = _standalone_contractions(data, pos, tried, starts, keep, top, 0x20)
         starts &= keep
         if starts == 0:
             break

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: bcc78f094189a1aed12e06a0db82a4060ef6d5947c2bc4325cd065e002e37382
+#: kernel cache stamp: f024675bb057797caf16ab68100d36a6528d94ba81b9b24fb56fc3bb235e2388
 
 
 @njit(cache=True, nogil=True, inline="always")

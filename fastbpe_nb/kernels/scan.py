@@ -81,7 +81,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: c65bd3b314ac12390c53141abccbb053783da104fe9480d02f6e89662d323ee6
+#: kernel cache stamp: a1112141ab1a28afb6c21ebb90c81e3ecb14e283aa5fe7105d2c84f7ad96c6c1
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
