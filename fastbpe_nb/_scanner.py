@@ -140,8 +140,13 @@ def scan_offsets(data, doc_offsets, name: str, n_threads: int = 1) -> tuple[np.n
     args = (data_array, offsets, pattern_id, *scan_tail())
     n_docs = offsets.shape[0] - 1
     if n_threads > 1 and n_docs > 1 and offsets[-1] - offsets[0] >= PARALLEL_SCAN_BYTES:
+        from fastbpe_nb.kernels.scan import SCAN_SLACK
+
         n_blocks = min(n_docs, 4 * n_threads)
-        return run_parallel(scan_batch_parallel, n_threads, *args, n_blocks,
+        # The blocks' regions, joined in place (see scan_batch_parallel), in NumPy's memory.
+        regions = np.empty(int(offsets[-1] - offsets[0]) + SCAN_SLACK * n_blocks,
+                           dtype=np.int64)
+        return run_parallel(scan_batch_parallel, n_threads, *args, n_blocks, regions,
                             serial=(scan_batch, args))
     return call_kernel(scan_batch, *args)
 

@@ -25,7 +25,7 @@ from . import pretokenize
 # many bytes at a time (see Encoder.encode_huge); tests patch it here.
 from ._scanner import SEGMENT_BYTES, prefix_buffer, read_only, scan_document
 from .errors import InvalidUTF8Error, UnsupportedInputError
-from .parallel import call_kernel, run_encode
+from .parallel import run_encode
 from .piece_cache import PieceCache
 from .text import clean_text
 
@@ -91,8 +91,10 @@ class Encoder:
     def run(self, layout, n_threads: int = 1, dropout: float = 0.0, seed: int = 0, out=None):
         """``(ids int32[n], offsets int64[n_docs + 1])`` of a layout (see ``layout.py``).
 
-        ``out`` (one thread only): a writable, contiguous int32 array of at least a slot per
-        unit of the layout, where the ids are written (``ids`` is then a view of it)."""
+        ``out``: a writable, contiguous int32 array of at least a slot per unit of the
+        layout, where the ids are written (``ids`` is then a view of it). Without one, a
+        batch on several threads gets a NumPy array of its own, shrunk to its ids in place
+        afterwards (see ``kernels.encode.encode_batch``)."""
         from .kernels.encode import encode_batch, encode_serial
 
         # Read-only views: one compiled specialization of the kernels (see read_only).
@@ -100,11 +102,14 @@ class Encoder:
                                               for a in layout]
         if out is not None:
             # Numba does not bounds-check: the kernel writes up to a slot per unit.
-            if not (n_threads == 1 and isinstance(out, np.ndarray) and out.dtype == np.int32
-                    and out.ndim == 1 and out.flags.c_contiguous and out.flags.writeable
+            if not (isinstance(out, np.ndarray) and out.dtype == np.int32 and out.ndim == 1
+                    and out.flags.c_contiguous and out.flags.writeable
                     and len(out) >= len(data)):
                 raise ValueError("out must be a writable contiguous int32 array of at least "
-                                 f"{len(data)} slots, with one thread")
+                                 f"{len(data)} slots")
+        own = None
+        if out is None and n_threads > 1 and len(doc_pieces) > 2:
+            own = out = np.empty(len(data), dtype=np.int32)
         t = self.tables()
         if len(data) >= BACKTRACK_UNITS:
             t.use_backtracking()  # a big call: worth the tables' one-time cost
@@ -113,18 +118,23 @@ class Encoder:
                 float(dropout), int(seed), *t.tail(), *cache)
         kept = None
         try:
-            if out is not None:
-                ids, doc_offsets, *kept = call_kernel(encode_serial, *args, out)
-            else:
-                ids, doc_offsets, *kept = run_encode(encode_batch, encode_serial, n_threads,
-                                                     len(doc_pieces) - 1, args,
-                                                     self.blocks_per_thread)
+            ids, doc_offsets, *kept = run_encode(encode_batch, encode_serial, n_threads,
+                                                 len(doc_pieces) - 1, args,
+                                                 self.blocks_per_thread, out)
         finally:
             self.cache.checkin(cache[3], kept)
+        if own is not None:
+            # Shrunk in place (realloc), the kernel's view of it dropped first.
+            n_ids = len(ids)
+            del ids
+            own.resize(n_ids, refcheck=False)
+            ids = own
         if self.post is not None:
             ids, doc_offsets = self.post(ids, doc_offsets)
-            if out is not None:  # the caller reads its buffer (a token has a byte or more,
-                out[:len(ids)] = ids  # so the post step's ids fit in it too)
+            if out is not None and own is None:
+                # The caller reads its buffer: the post step's ids go there too (they may
+                # outnumber the kernel's, never the units: a token has a byte or more).
+                out[:len(ids)] = ids
                 ids = out[:len(ids)]
         return ids, doc_offsets
 

@@ -75,16 +75,18 @@ def default_threads() -> int:
 
 
 def run_encode(parallel_kernel, serial_kernel, n_threads: int, n_docs: int, args,
-               blocks_per_thread: int):
+               blocks_per_thread: int, out=None):
     """The encode kernels' one runner: ``serial_kernel(*args)`` for one thread or one
     document (no pool is started for a single text), else ``parallel_kernel`` over
     ``blocks_per_thread * n_threads`` blocks of documents (the serial twin in a forked
-    child, see ``run_parallel``)."""
+    child, see ``run_parallel``). ``out``: the output buffer both take (checked by the
+    caller), or None."""
+    tail = () if out is None else (out,)
     if n_threads <= 1 or n_docs <= 1:
-        return call_kernel(serial_kernel, *args)
+        return call_kernel(serial_kernel, *args, *tail)
     n_blocks = max(1, min(n_docs, blocks_per_thread * n_threads))
-    return run_parallel(parallel_kernel, n_threads, *args, n_blocks,
-                        serial=(serial_kernel, args))
+    return run_parallel(parallel_kernel, n_threads, *args, n_blocks, *tail,
+                        serial=(serial_kernel, args + tail))
 
 
 def run_parallel(kernel, n_threads: int, *args, serial):

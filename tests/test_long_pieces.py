@@ -271,8 +271,17 @@ def test_run_writes_into_the_callers_buffer_and_checks_it():
                 np.empty(2 * len(data), np.int32)[::2]):
         with pytest.raises(ValueError, match="out must be"):
             enc.run(layout, out=bad)
-    with pytest.raises(ValueError, match="one thread"):
-        enc.run(layout, n_threads=2, out=buffer)
+    # Several documents on two threads: each block's ids moved down in the buffer.
+    docs = ["the cat", "sat on", "the mat, the end", "", "the", "cat sat on the mat"] * 50
+    want = enc.encode_texts(docs, frozenset(), frozenset(), n_threads=1)
+    layout = enc.layout(docs, frozenset(), frozenset())
+    buffer = np.full(len(layout[0]), -7, dtype=np.int32)
+    ids, offsets = enc.run(layout, n_threads=2, out=buffer)
+    assert ids.tolist() == want[0].tolist() and offsets.tolist() == want[1].tolist()
+    assert np.shares_memory(ids, buffer) and buffer[:len(ids)].tolist() == ids.tolist()
+    # Without a buffer, a batch on two threads gets one of its own, shrunk to its ids.
+    ids, offsets = enc.run(layout, n_threads=2)
+    assert ids.tolist() == want[0].tolist() and ids.base is None and len(ids) == offsets[-1]
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])

@@ -31,6 +31,18 @@ def _both(data, offsets, pid, n_blocks, window=1 << 15, stream=1 << 16):
     want = scan_batch(data, offsets, pid, stage1, stage2, tables, window, stream)
     got = scan_batch_parallel(data, offsets, pid, stage1, stage2, tables, window, stream,
                               n_blocks)
+    # The same with the caller's buffer (scan_offsets' path): the regions joined in place.
+    from fastbpe_nb.kernels.scan import SCAN_SLACK
+
+    need = int(offsets[-1] - offsets[0]) + SCAN_SLACK * n_blocks
+    regions = np.full(need + 3, -5, dtype=np.int64)
+    in_place = scan_batch_parallel(data, offsets, pid, stage1, stage2, tables, window, stream,
+                                   n_blocks, regions)
+    assert np.array_equal(in_place[0], got[0]) and np.array_equal(in_place[1], got[1])
+    assert np.shares_memory(in_place[0], regions)
+    with pytest.raises(ValueError, match="regions"):
+        scan_batch_parallel(data, offsets, pid, stage1, stage2, tables, window, stream,
+                            n_blocks, regions[:need - 1])
     return want, got
 
 

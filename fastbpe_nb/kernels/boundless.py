@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: f024675bb057797caf16ab68100d36a6528d94ba81b9b24fb56fc3bb235e2388
+#: kernel cache stamp: 9e7848c85b533a44418bc09de472bd953971cc352a1afbd92e1dcbb127a0c831
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: f024675bb057797caf16ab68100d36a6528d94ba81b9b24fb56fc3bb235e2388
+#: kernel cache stamp: 9e7848c85b533a44418bc09de472bd953971cc352a1afbd92e1dcbb127a0c831
 
 
 @njit(cache=True, nogil=True, inline="always")

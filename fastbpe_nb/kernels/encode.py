@@ -1032,7 +1032,7 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
                  bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r, bt_pair_keys,
                  bt_pair_vals, dropout, seed, long_piece, sweep_ranks, block_bits, sweep_window,
                  sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits, cids, cstate,
-                 n_blocks):
+                 n_blocks, out=None):
     """Encode a batch of pre-tokenized documents.
 
     Parameters
@@ -1105,6 +1105,13 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
     n_blocks : int
         Documents are split into this many contiguous blocks, encoded in parallel; each
         block writes only its own documents' slices of the output and its own table.
+    out : int32[m], ``m >= n_units``, optional
+        Where the blocks write their ids (each from its first unit on), then moved down
+        into one run from ``out[0]`` (in place, block after block: a block's ids never
+        start after its first unit); ``ids`` is then ``out[:n_ids]``. The caller's to
+        check, and to allocate with NumPy (large NumPy arrays get transparent huge pages,
+        the kernels' own do not: an Arrow batch of 42 MB took 25,000 fresh 4 KiB pages for
+        its output and ids). None: a fresh array, the ids copied out of it in parallel.
 
     Returns
     -------
@@ -1116,7 +1123,10 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
         The cache's arrays after publishing (new arrays where they grew).
     """
     n_docs = doc_piece_offsets.shape[0] - 1
-    out = np.empty(data.shape[0], dtype=np.int32)
+    if out is None:
+        buf = np.empty(data.shape[0], dtype=np.int32)
+    else:
+        buf = out
     doc_counts = np.zeros(n_docs, dtype=np.int64)
     bases, caps, btab = _block_tables(doc_piece_offsets, n_blocks, block_bits, dropout <= 0.0)
     stats = np.zeros((n_blocks, 5), dtype=np.int64)
@@ -1128,18 +1138,40 @@ def encode_batch(data, sym_map, piece_offsets, piece_special, doc_piece_offsets,
                       bt_node_tok, bt_node_use, bt_tok_len, bt_next, bt_split_l, bt_split_r,
                       bt_pair_keys, bt_pair_vals, dropout, seed, long_piece, sweep_ranks,
                       sweep_window, sweep_margin, cache_units, scan_piece, bt_piece, ctab, cunits,
-                      cids, btab, bases[blk], caps[blk], d0, d1, out, doc_counts, stats[blk])
+                      cids, btab, bases[blk], caps[blk], d0, d1, buf, doc_counts, stats[blk])
     doc_offsets, ctab, cunits, cids = _finish(stats, ctab, cunits, cids, cstate, btab, bases,
-                                              caps, data, out, doc_counts)
-    # Each block's ids are together in ``out``: one copy per block, in parallel.
-    ids = np.empty(doc_offsets[n_docs], dtype=np.int32)
-    for blk in prange(n_blocks):
+                                              caps, data, buf, doc_counts)
+    if out is None:
+        # Each block's ids are together in ``buf``: one copy per block, in parallel.
+        ids = np.empty(doc_offsets[n_docs], dtype=np.int32)
+        for blk in prange(n_blocks):
+            d0 = blk * n_docs // n_blocks
+            d1 = (blk + 1) * n_docs // n_blocks
+            src = piece_offsets[doc_piece_offsets[d0]]
+            dst = doc_offsets[d0]
+            ids[dst:doc_offsets[d1]] = buf[src:src + doc_offsets[d1] - dst]
+        return ids, doc_offsets, ctab, cunits, cids
+    _compact_blocks(buf, piece_offsets, doc_piece_offsets, doc_offsets, n_blocks)
+    return buf[:doc_offsets[n_docs]], doc_offsets, ctab, cunits, cids
+
+
+@njit(cache=True, nogil=True)
+def _compact_blocks(out, piece_offsets, doc_piece_offsets, doc_offsets, n_blocks):
+    """Move each block's ids down in ``out`` to follow the previous block's, in block order.
+
+    Block ``b`` wrote its ids from its first unit ``src`` on; they belong at ``dst``, the ids
+    of the blocks before it, and ``dst <= src`` (a block's ids never outnumber its units),
+    so a forward copy never overwrites what it has still to read, nor the next block's ids
+    (``dst + n`` is the next block's ``dst``, at most its ``src``)."""
+    n_docs = doc_piece_offsets.shape[0] - 1
+    for blk in range(n_blocks):
         d0 = blk * n_docs // n_blocks
         d1 = (blk + 1) * n_docs // n_blocks
         src = piece_offsets[doc_piece_offsets[d0]]
         dst = doc_offsets[d0]
-        ids[dst:doc_offsets[d1]] = out[src:src + doc_offsets[d1] - dst]
-    return ids, doc_offsets, ctab, cunits, cids
+        if dst != src:
+            for i in range(doc_offsets[d1] - dst):
+                out[dst + i] = out[src + i]
 
 
 @njit(cache=True, nogil=True)

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
-#: kernel cache stamp: 928f03c5d9555d0de2a91748bf27aa63d6f0d129e3b220fcf8d1ef4174f967a6
+#: kernel cache stamp: a6dc1ccd74324f9d97508f997ebe7030761783209bfcf33aa4ede8e10d4b75ee
 
 
 @njit(cache=True, nogil=True, _nrt=False)

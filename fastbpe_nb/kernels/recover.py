@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 23d3a0b7a689e8f3ab9b0df89a5fb4c5a10e42b9da7b5bac52018eba9acb4e9c
+#: kernel cache stamp: 232ecac0fe2ec82e9d2ab12e79753b9c14956de22ba24dae1ecd5a0167bbf4a4
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
