@@ -124,8 +124,12 @@ class Encoder:
         finally:
             self.cache.checkin(cache[3], kept)
         if own is not None:
-            # Shrunk in place (realloc), the kernel's view of it dropped first.
+            # Shrunk in place (realloc), the kernel's view of it dropped first. The serial
+            # twin (in a forked child) leaves the ids at the layout's first unit, which
+            # layouts put at 0; were it not, they are moved to the start first.
             n_ids = len(ids)
+            if n_ids and ids.ctypes.data != own.ctypes.data:
+                own[:n_ids] = ids
             del ids
             own.resize(n_ids, refcheck=False)
             ids = own

@@ -284,6 +284,27 @@ def test_run_writes_into_the_callers_buffer_and_checks_it():
     assert ids.tolist() == want[0].tolist() and ids.base is None and len(ids) == offsets[-1]
 
 
+@pytest.mark.parametrize("forked", [False, True])
+def test_a_batch_whose_pieces_start_after_unit_0_gets_its_ids_first(monkeypatch, forked):
+    # The batch's own buffer is shrunk to its first n ids: the parallel kernel moves every
+    # block's ids to the front, and so must the path of its serial twin (what a forked
+    # child runs instead of the pool) when the layout's first piece is not at unit 0.
+    import fastbpe_nb.parallel as par
+    from fastbpe_nb.encoder import NO_SPECIAL
+
+    tok = fb.train(["the cat sat on the mat " * 20], num_merges=30)
+    enc = tok._encoder
+    data = np.frombuffer(b"XXXthe cat sat on the mat", dtype=np.uint8)
+    pieces = np.array([3, 6, 10, 14, 17, 21, 25], dtype=np.int64)
+    layout = (data, pieces, NO_SPECIAL, np.array([0, 3, 6], dtype=np.int64))
+    want = [tok.encode(t) for t in ("the cat sat", " on the mat")]
+    monkeypatch.setattr(par, "_pool_inherited", forked)
+    ids, offsets = enc.run(layout, n_threads=2)
+    got = ids.tolist()
+    assert [got[a:b] for a, b in zip(offsets[:-1], offsets[1:])] == want
+    assert len(ids) == offsets[-1] and ids.base is None
+
+
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k"])
 def test_huge_texts_are_encoded_in_segments_with_the_same_ids(monkeypatch, pattern):
     # Texts over SEGMENT_BYTES are scanned and encoded a segment at a time; with 64-byte
