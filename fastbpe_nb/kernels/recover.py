@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 232ecac0fe2ec82e9d2ab12e79753b9c14956de22ba24dae1ecd5a0167bbf4a4
+#: kernel cache stamp: 2bf9c418df6e609f2314fe1a50d3164e62bafcdba9585ee706df20dbd61efeff
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
