@@ -112,6 +112,7 @@ KERNEL_CONSTANTS = {
         # Prefetch distance in pieces, the size of the keys' ring: fixed by memory latency
         # over the time per piece (measured flat from 8 to 32), like FRONT_SLOTS.
         "LOOKAHEAD",
+        "ONE_ID",
         "CHECK_AHEAD",
         # The first size of a block's growing table: where its growth starts, not a
         # tunable (the cap, the tunable, is an argument).

@@ -36,6 +36,8 @@ from .piece_cache import (LONG_TAG, S_BLOCK_HITS, S_HITS, S_MERGED, S_PUBLISH, S
 #: kernel cache stamp: 853f096ec1ad95c386ea347b864cc008805cf72413346bd686f8f8d587137b64
 
 NO_RANK = np.int64(-1)
+#: A packed value's count field for one id (``piece_cache.pack_ids`` of a single id).
+ONE_ID = np.int64(1) << 60
 LOW32 = np.int64(0xFFFFFFFF)
 #: The sweep keeps positions and its up to 3 n list entries in int32: longer pieces (over
 #: 700 MB) take the heap path.
@@ -794,6 +796,7 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
     # less, CJK 13%, code 7%). Not under dropout (no tables are read).
     ahead = packed and use_cache
     ring = np.empty(3 * LOOKAHEAD, dtype=np.int64)
+    resolved = np.zeros(LOOKAHEAD, dtype=np.int64)
     la = doc_piece_offsets[d0]  # the next piece to look ahead at
     # Long pieces looked ahead at whose cache slot is still to be read (a ring of piece
     # indices, at most LOOKAHEAD of them pending).
@@ -829,8 +832,19 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                     sq = piece_offsets[la]
                     nq = piece_offsets[la + 1] - sq
                     rq = 3 * (la & (LOOKAHEAD - 1))
+                    vr = la & (LOOKAHEAD - 1)
                     la += 1
-                    if nq < 2 or (has_special and piece_special[la - 1] >= 0):
+                    # A piece the look-ahead can settle (one byte, a special token, a short
+                    # piece in the front table) gets its packed ids in ``resolved``: the
+                    # main loop then only copies them out (0: not settled).
+                    resolved[vr] = 0
+                    if has_special and piece_special[la - 1] >= 0:
+                        if piece_special[la - 1] <= SHORT_ID_MASK:
+                            resolved[vr] = ONE_ID | piece_special[la - 1]
+                        continue
+                    if nq < 2:
+                        if nq == 1 and sym_map[data[sq]] <= SHORT_ID_MASK:
+                            resolved[vr] = ONE_ID | sym_map[data[sq]]
                         continue
                     if nq <= SHORT_BYTES:
                         if sq <= key_safe:
@@ -841,7 +855,10 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                         ring[rq] = kq
                         ring[rq + 1] = kq2
                         ring[rq + 2] = hq
-                        if front[3 * (hq & fmask)] != kq:
+                        fq = 3 * (hq & fmask)
+                        if front[fq] == kq and front[fq + 1] == kq2:
+                            resolved[vr] = front[fq + 2]
+                        else:
                             if use_short:
                                 prefetch(short_table, 3 * (hq & smask))
                             if gcap > 0:
@@ -866,6 +883,10 @@ def _encode_block(data, sym_map, piece_offsets, piece_special, doc_piece_offsets
                         vq = ctab[j + 2]
                         if vq < 0:
                             prefetch(cids, (~vq) >> 16)
+                v = resolved[p & (LOOKAHEAD - 1)]
+                if v > 0:
+                    o += emit_packed(v, out, o)
+                    continue
             s = piece_offsets[p]
             e = piece_offsets[p + 1]
             if has_special and piece_special[p] >= 0:

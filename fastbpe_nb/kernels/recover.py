@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: 2bf9c418df6e609f2314fe1a50d3164e62bafcdba9585ee706df20dbd61efeff
+#: kernel cache stamp: f973c01b7aa67f0fc69eaa27741d8faec93678f2f15ab04a86c81a4ac12b77fb
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
