@@ -12,13 +12,18 @@ size, after a warm-up: the same statistic on both sides of every ratio), and pri
 * ``16M/1M``: time at 16 MiB / time at 1 MiB (linear = 16; bound: 20), measured twice:
 
   - ``warm``: calls back to back, as a loop over texts would make them;
-  - ``cold``: glibc's ``malloc_trim(0)`` before every call, at both sizes, so every call
-    gets its memory fresh from the kernel. Why both: a 1 MiB call reuses the pages the
-    previous call freed, while glibc maps every block over 32 MB afresh, so a 16 MiB call
-    pays a page fault per 4 KiB it touches (about 1.5 us each on a VM). For a result
-    list of 16.8M ids (128 MB) that alone is 29x a warm 1 MiB list; the calibration row
-    ``python list`` (``np.int32 array.tolist()``, no tokenizer) shows it. ``cold`` puts
-    both sizes in the same memory state; a quadratic path shows in both.
+  - ``cold``: the tokenizer's piece cache emptied and glibc's ``malloc_trim(0)`` before
+    every call, at both sizes, so every call starts from no cached piece and gets its
+    memory fresh from the kernel. Why both: a 1 MiB call reuses the pages the previous
+    call freed, while glibc maps every block over 32 MB afresh, so a 16 MiB call pays a
+    page fault per 4 KiB it touches (about 1.5 us each on a VM). For a result list of
+    16.8M ids (128 MB) that alone is 29x a warm 1 MiB list; the calibration row ``python
+    list`` (``np.int32 array.tolist()``, no tokenizer) shows it. And the piece cache
+    persists between calls: the pieces of a repeated 1 MiB text are all found in it,
+    while 16 MiB of random letters split by o200k's case rule outgrows what one call
+    publishes (its block tables' cap), so warm, 16M/1M compared a cached text with a
+    merged one (31-43x there, before and after 2026-12-04). ``cold`` puts both
+    sizes in the same state; a quadratic path shows in both.
 
 Prose is the shared English corpora (kjv.txt + fortunes_en.txt, repeated) when present,
 otherwise generated prose. The slow test ``test_adversarial_timing`` asserts the bounds.
@@ -77,6 +82,16 @@ def _trimmer():
         return None
 
 
+def _cold_start(tok, trim):
+    """A function of one argument (``_time`` passes 0) that empties ``tok``'s piece cache
+    and returns freed heap pages to the kernel (when glibc's ``malloc_trim`` is found)."""
+    def reset(_):
+        tok.piece_cache.clear()
+        if trim is not None:
+            trim(0)
+    return reset
+
+
 def _time(fn, reps, trim=None):
     best = float("inf")
     for _ in range(reps):
@@ -131,6 +146,7 @@ def measure(model_paths: dict, sizes=(1 << 20, 16 << 20), entries=ENTRIES,
             tok = path if isinstance(path, fb.Tokenizer) else fb.load(path)
             longest = max(tok.vocab[: tok.n_regular], key=len).decode("utf-8", "replace")
             callers = _callers(tok, entries, Path(tmp))
+            cold = _cold_start(tok, trim)
             for make in callers.values():  # compile / warm up
                 for text in adversarial_cases(4096, longest).values():
                     make(text)()
@@ -141,7 +157,8 @@ def measure(model_paths: dict, sizes=(1 << 20, 16 << 20), entries=ENTRIES,
                     nbytes = len(text.encode("utf-8"))
                     for entry, make in callers.items():
                         call = make(text)
-                        timings[entry, name, n] = (_time(call, 3), _time(call, 3, trim), nbytes)
+                        timings[entry, name, n] = (_time(call, 3), _time(call, 3, cold),
+                                                   nbytes)
                         del call
                 del texts
             for entry in callers:
