@@ -83,20 +83,21 @@ def _trimmer():
 
 
 def _cold_start(tok, trim):
-    """A function of one argument (``_time`` passes 0) that empties ``tok``'s piece cache
-    and returns freed heap pages to the kernel (when glibc's ``malloc_trim`` is found)."""
-    def reset(_):
+    """Before a cold call: empty ``tok``'s piece cache and return freed heap pages to the
+    kernel (when glibc's ``malloc_trim`` is found)."""
+    def reset():
         tok.piece_cache.clear()
         if trim is not None:
             trim(0)
     return reset
 
 
-def _time(fn, reps, trim=None):
+def _time(fn, reps, before=None):
+    """Best of ``reps`` calls of ``fn``, ``before()`` (untimed) ahead of each."""
     best = float("inf")
     for _ in range(reps):
-        if trim is not None:
-            trim(0)
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - t0)
@@ -175,7 +176,8 @@ def measure(model_paths: dict, sizes=(1 << 20, 16 << 20), entries=ENTRIES,
                     })
     # Calibration: building a Python list of one int per byte, no tokenizer involved.
     arrays = {n: np.zeros(n, dtype=np.int32) for n in sizes}
-    t = {n: (_time(arrays[n].tolist, 3), _time(arrays[n].tolist, 3, trim)) for n in sizes}
+    trim_only = None if trim is None else (lambda: trim(0))
+    t = {n: (_time(arrays[n].tolist, 3), _time(arrays[n].tolist, 3, trim_only)) for n in sizes}
     rows.append({"pattern": "-", "entry": "python list", "case": "n ints",
                  "mbps_1m": small / 1e6 / t[small][0], "mbps_16m": big / 1e6 / t[big][0],
                  "vs_prose_1m": float("nan"), "t16_over_t1": t[big][0] / t[small][0],
