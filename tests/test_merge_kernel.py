@@ -15,6 +15,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastbpe_nb import reference as ref
 from fastbpe_nb.kernels.merge import (
@@ -198,3 +200,51 @@ def test_a_malformed_word_table_is_a_training_error(symbols, offsets, match):
                          np.array([1, 1], np.int64), [bytes([b]) for b in range(256)],
                          np.arange(256, dtype=np.int64), TIE_RANKS, UNLIMITED, UNLIMITED, 1,
                          UNLIMITED)
+
+
+@settings(max_examples=200, deadline=None)
+@given(counts=st.lists(st.integers(1, 6), min_size=1, max_size=300), data=st.data())
+def test_the_heap_pops_in_priority_order(counts, data):
+    """``_push`` then ``_pop_root`` (Floyd's bottom-up removal of the root) give the entries
+    in priority order: count first (higher), then the tie key (lower; TIE_BYTES: the
+    pair's token bytes compared), with pops and pushes interleaved as the kernel does.
+    Counts are drawn from a few values, so almost every comparison goes to the tie key."""
+    from fastbpe_nb.kernels.merge import N_HCOLS, _pop_root, _push
+
+    tie_mode = data.draw(st.sampled_from([TIE_RANKS, TIE_BYTES]))
+    n_tokens = 64
+    tokens = [bytes(data.draw(st.lists(st.integers(97, 100), min_size=1, max_size=3)))
+              + bytes([t]) for t in range(n_tokens)]  # distinct, many sharing a prefix
+    tok_off = np.zeros(n_tokens + 1, np.int64)
+    np.cumsum([len(t) for t in tokens], out=tok_off[1:])
+    tok_data = np.frombuffer(b"".join(tokens), np.uint8).copy()
+    keys = data.draw(st.lists(st.integers(0, n_tokens * n_tokens - 1), min_size=len(counts),
+                              max_size=len(counts), unique=True))
+    entries = [(c, (k // n_tokens) << 32 | (k % n_tokens)) for c, k in zip(counts, keys)]
+
+    def priority(entry):
+        count, key = entry
+        if tie_mode == TIE_BYTES:
+            return (-count, tokens[key >> 32], tokens[key & 0xFFFFFFFF])
+        return (-count, key)
+
+    heap = np.empty((len(entries), N_HCOLS), np.int64)
+    hn, popped, pending = 0, [], list(entries)
+    pops_between = data.draw(st.lists(st.integers(0, 3), min_size=len(entries),
+                                      max_size=len(entries)))
+    for entry, n_pops in zip(pending, pops_between):
+        hn = _push(heap, hn, entry[0], entry[1], entry[1], tie_mode, tok_off, tok_data)
+        for _ in range(min(n_pops, hn)):
+            best = min((tuple(heap[i]) for i in range(hn)),
+                       key=lambda row: priority((row[0], row[2])))
+            assert tuple(heap[0]) == best
+            popped.append((int(heap[0, 0]), int(heap[0, 2])))
+            hn -= 1
+            _pop_root(heap, hn, tie_mode, tok_off, tok_data)
+    drained = len(popped)
+    while hn:
+        popped.append((int(heap[0, 0]), int(heap[0, 2])))
+        hn -= 1
+        _pop_root(heap, hn, tie_mode, tok_off, tok_data)
+    assert sorted(popped) == sorted(entries)  # each entry once
+    assert popped[drained:] == sorted(popped[drained:], key=priority)  # the rest in order
