@@ -229,10 +229,10 @@ def test_the_heap_pops_in_priority_order(counts, data):
         return (-count, key)
 
     heap = np.empty((len(entries), N_HCOLS), np.int64)
-    hn, popped, pending = 0, [], list(entries)
+    hn, popped = 0, []
     pops_between = data.draw(st.lists(st.integers(0, 3), min_size=len(entries),
                                       max_size=len(entries)))
-    for entry, n_pops in zip(pending, pops_between):
+    for entry, n_pops in zip(entries, pops_between):
         hn = _push(heap, hn, entry[0], entry[1], entry[1], tie_mode, tok_off, tok_data)
         for _ in range(min(n_pops, hn)):
             best = min((tuple(heap[i]) for i in range(hn)),
