@@ -53,6 +53,8 @@ def write_perf_map(path: str | None = None) -> int:
     """Write ``/tmp/perf-<pid>.map`` (each function sized up to the next one's address, at
     most 1 MiB); returns the number of functions."""
     rows = _symbols()
+    if not rows:  # no kernel has run yet in this process
+        return 0
     with open(path or f"/tmp/perf-{os.getpid()}.map", "w", encoding="ascii") as f:
         for (address, name), (after, _) in zip(rows, rows[1:] + [(rows[-1][0] + 4096, "")]):
             f.write(f"{address:x} {min(after - address, 1 << 20):x} {name}\n")

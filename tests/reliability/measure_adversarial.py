@@ -83,10 +83,12 @@ def _trimmer():
 
 
 def _cold_start(tok, trim):
-    """Before a cold call: empty ``tok``'s piece cache and return freed heap pages to the
-    kernel (when glibc's ``malloc_trim`` is found)."""
+    """Before a cold call: empty ``tok``'s piece cache (None: no tokenizer, as for the
+    calibration row) and return freed heap pages to the kernel (when glibc's
+    ``malloc_trim`` is found)."""
     def reset():
-        tok.piece_cache.clear()
+        if tok is not None:
+            tok.piece_cache.clear()
         if trim is not None:
             trim(0)
     return reset
@@ -176,7 +178,7 @@ def measure(model_paths: dict, sizes=(1 << 20, 16 << 20), entries=ENTRIES,
                     })
     # Calibration: building a Python list of one int per byte, no tokenizer involved.
     arrays = {n: np.zeros(n, dtype=np.int32) for n in sizes}
-    trim_only = None if trim is None else (lambda: trim(0))
+    trim_only = _cold_start(None, trim)
     t = {n: (_time(arrays[n].tolist, 3), _time(arrays[n].tolist, 3, trim_only)) for n in sizes}
     rows.append({"pattern": "-", "entry": "python list", "case": "n ints",
                  "mbps_1m": small / 1e6 / t[small][0], "mbps_16m": big / 1e6 / t[big][0],

@@ -70,9 +70,9 @@ def test_adversarial_timing(models):
     # Every entry point, every case, every pattern (measure_adversarial.py says how). The
     # 16M/1M bound is judged on the "cold" figures: both sizes with the piece cache emptied
     # and the allocator trimmed before each call, so both start from no cached piece and
-    # get fresh pages. The "warm" figures are printed beside
-    # them: there a 1 MiB call reuses the previous call's pages and a 16 MiB call cannot
-    # (glibc maps blocks over 32 MB afresh), which for a list of 16.8M ids alone is ~29x.
+    # get fresh pages. The "warm" figures are printed beside them: there a 1 MiB call
+    # reuses the previous call's pages and a 16 MiB call cannot (glibc maps blocks over
+    # 32 MB afresh), which for a list of 16.8M ids alone is ~29x.
     from measure_adversarial import ENTRIES
 
     paths = {p: str(m) for p, m in models.items()}
