@@ -67,18 +67,27 @@ def check_transition(transition, vocab_size, n_special: int, base: str) -> int:
     return transition
 
 
-def on_halves(fn, n_words: int, num_threads=None) -> list:
-    """``[fn(0, n_words)]``, or with two threads or more and ``HALVES_MIN_WORDS`` words,
-    ``[fn(0, h), fn(h, n_words)]`` (h the middle), the second in a helper thread: the
-    kernels release the GIL, and stage 2's passes are otherwise serial, one core idle."""
-    from .parallel import default_threads, in_helper
+def halves(n_words: int, num_threads=None) -> list:
+    """``[(0, n_words)]``, or with two threads or more and ``HALVES_MIN_WORDS`` words,
+    ``[(0, h), (h, n_words)]`` (h the middle): the words stage 2's passes work on at once
+    (the kernels release the GIL, and stage 2's passes are otherwise serial, one core
+    idle)."""
+    from .parallel import default_threads
 
     if (num_threads or default_threads()) < 2 or n_words < HALVES_MIN_WORDS:
-        return [fn(0, n_words)]
-    half = n_words // 2
-    second = in_helper(fn, half, n_words)
+        return [(0, n_words)]
+    return [(0, n_words // 2), (n_words // 2, n_words)]
+
+
+def on_parts(fn, n_parts: int) -> list:
+    """``[fn(0)]``, or ``[fn(0), fn(1)]`` with ``fn(1)`` in a helper thread."""
+    from .parallel import in_helper
+
+    if n_parts == 1:
+        return [fn(0)]
+    second = in_helper(fn, 1)
     try:
-        first = fn(0, half)
+        first = fn(0)
     finally:
         rest = second.wait()
     return [first, rest]
@@ -101,42 +110,45 @@ def joinable_bigrams(token_bytes) -> np.ndarray:
 
 
 def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_threads=None):
-    """``(symbols int32, offsets int64)``: each stage-2 word encoded with ``stage1``'s
-    merges as one piece (no pre-tokenization, no special tokens); ``token_bytes``: its
-    regular tokens' bytes.
+    """``[(symbols int32, offsets int64), ...]``: each stage-2 word encoded with ``stage1``'s
+    merges as one piece (no pre-tokenization, no special tokens), in one part, or in two
+    (the words of ``halves``' two halves, each part's offsets from 0);
+    ``token_bytes``: its regular tokens' bytes.
 
     The words are first cut where no stage-1 token holds the bigram (``joinable_bigrams``;
     e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged.
     The segments recur (100 MB of code: 12.7 M segments, 257 k distinct), so one kernel
     cuts the words and numbers the distinct segments (``distinct_segments``, on two halves
-    of the words at once: ``on_halves``), only those are encoded, and their ids are
-    gathered back per segment (``gather_rows_into``). One thread took 0.7 s there, against
-    0.8 s with Arrow's ``dictionary_encode`` of the segments, and 2-3x that for encoding
-    every segment.
+    of the words at once: ``halves``, ``on_parts``), only those are encoded, and each half's words
+    gather their segments' ids (``gathered_words``, on both halves at once). The halves
+    stay apart: the pairs and the cut that follow work on two halves anyway, and joining
+    them cost 0.2 s on 100 MB of Linux sources (the second half's segment numbers moved
+    into one array, each word's length counted first to place it).
     """
     import pyarrow as pa
 
     word_bytes = np.ascontiguousarray(word_bytes, np.uint8)
     offsets = np.ascontiguousarray(offsets, np.int64)
-    from .kernels.pair_cut import distinct_segments, gather_rows_into, word_lengths
+    from .kernels.pair_cut import distinct_segments, gathered_words
 
     joinable = joinable_bigrams(token_bytes)
-    parts = on_halves(lambda lo, hi: call_kernel(distinct_segments, word_bytes,
-                                                 offsets[lo:hi + 1], joinable),
-                      len(offsets) - 1, num_threads)
-    segment_ids, word_first, d_start, d_end = parts[0]
+    bounds = halves(len(offsets) - 1, num_threads)
+    parts = on_parts(lambda k: call_kernel(distinct_segments, word_bytes,
+                                           offsets[bounds[k][0]:bounds[k][1] + 1], joinable),
+                     len(bounds))
+    _, _, d_start, d_end = parts[0]
     d_offsets, d_bytes = gathered_bytes(word_bytes, d_start, d_end)
+    renumber = [np.empty(0, np.int32)] * len(parts)
     if len(parts) == 2:
         # Each half numbered its own distinct segments: the two lists end to end, numbered
         # again by the same kernel (each one a word, never cut), give the second half's
         # numbers in the union (the first half's stay theirs: they come first).
-        ids2, word_first2, start2, end2 = parts[1]
+        _, _, start2, end2 = parts[1]
         offsets2, bytes2 = gathered_bytes(word_bytes, start2, end2)
         d_bytes, d_offsets = joined([(d_bytes, d_offsets), (bytes2, offsets2)])
         union, _, u_start, u_end = call_kernel(distinct_segments, d_bytes, d_offsets,
                                                np.ones((256, 256), dtype=bool))
-        segment_ids = np.concatenate([segment_ids, union[len(d_start):][ids2]])
-        word_first = np.concatenate([word_first[:-1], word_first2 + word_first[-1]])
+        renumber[1] = union[len(d_start):]
         d_offsets, d_bytes = gathered_bytes(d_bytes, u_start, u_end)
     # Stage 1's model itself (its vocabulary is not derived again), without a pattern.
     plain = Tokenizer.from_parts(stage1.model, make_level("bytes", None), UnicodeNormalizer())
@@ -145,18 +157,11 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
                                                 pa.py_buffer(d_bytes))
     ids, id_offsets, _ = plain.encode_batch_flat(distinct, num_threads=num_threads)
     ids, id_offsets = np.asarray(ids, np.int32), np.asarray(id_offsets, np.int64)
-    # Each segment's ids gathered from its distinct segment's, into one array that the two
-    # halves of the words fill side by side. (Joining two halves' arrays copied for 0.5 s
-    # on 100 MB of code, and an offset per segment took 0.25 s: on this kind of VM the
-    # first write to fresh memory costs ~2.5 ms per MB, so big temporaries are avoided.)
-    sym_offsets = np.zeros(len(word_first), dtype=np.int64)
-    np.cumsum(call_kernel(word_lengths, id_offsets, segment_ids, word_first),
-              out=sym_offsets[1:])
-    symbols = np.empty(int(sym_offsets[-1]), dtype=np.int32)
-    on_halves(lambda lo, hi: call_kernel(
-        gather_rows_into, ids, id_offsets, segment_ids[word_first[lo]:word_first[hi]],
-        symbols, sym_offsets[lo]), len(word_first) - 1, num_threads)
-    return symbols, sym_offsets
+    # A segment's ids are at most its bytes (every token holds one byte or more): the
+    # words' bytes bound each part's symbols.
+    return on_parts(lambda k: call_kernel(
+        gathered_words, ids, id_offsets, parts[k][0], parts[k][1], renumber[k],
+        int(offsets[bounds[k][1]] - offsets[bounds[k][0]])), len(bounds))
 
 
 def gathered_bytes(data, starts, ends):
@@ -181,8 +186,10 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
     # Under a memory budget, the passes run on one thread (two halves hold two tables).
     halves_threads = 1 if max_memory is not None else num_threads
     t0 = time.perf_counter()
-    symbols, sym_offsets = stage2_symbols(stage1, base_bytes, word_bytes, offsets,
-                                          halves_threads)
+    counts = np.ascontiguousarray(counts, np.int64)
+    parts = [(symbols, sym_offsets, counts[lo:hi]) for (symbols, sym_offsets), (lo, hi) in
+             zip(stage2_symbols(stage1, base_bytes, word_bytes, offsets, halves_threads),
+                 halves(len(counts), halves_threads))]
     seconds = {"encoding": time.perf_counter() - t0, "merging": 0.0}
     n_base = len(base_bytes)
     ranks = np.arange(n_base, dtype=np.int64)
@@ -206,8 +213,7 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
 
     t_cut = time.perf_counter()
     merges, merge_ids, merge_counts = train_cut(
-        (symbols, sym_offsets, np.ascontiguousarray(counts, np.int64)), train,
-        max(1, int(min_frequency)), n_base, max_merges, max_ids, report, halves_threads)
+        parts, train, max(1, int(min_frequency)), n_base, max_merges, max_ids, report)
     seconds["pairs_and_cut"] = time.perf_counter() - t_cut - seconds["merging"]
     all_counts = np.concatenate([stage1.merge_counts, merge_counts])
     tok = Tokenizer(np.concatenate([stage1.merges, merges]).astype(np.int32), pattern=pattern,
@@ -219,18 +225,19 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
         report.update({"superbpe_stage1_merges": int(len(stage1.merges)),
                        "superbpe_stage2_merges": int(len(merges)),
                        "superbpe_stage2_words": int(len(counts)),
-                       "superbpe_stage2_symbols": int(len(symbols)),
+                       "superbpe_stage2_symbols": int(sum(len(p[0]) for p in parts)),
                        "merges": int(len(tok.merges)), "vocab_size": tok.vocab_size})
         # Counting's seconds come from Stage2.merge_and_count, when it ran.
         report.setdefault("superbpe_stage2_seconds", {}).update(seconds)
     return tok
 
 
-def train_cut(table, train, min_count: int, n_base: int, max_merges: int, max_ids: int,
-              report=None, num_threads=None):
+def train_cut(parts, train, min_count: int, n_base: int, max_merges: int, max_ids: int,
+              report=None):
     """``train(cut_table, min_count)``'s merges, which are those of ``train(table,
     min_count)``: trained on the table cut at the pairs of count below a threshold, with
-    merges of at least that count.
+    merges of at least that count. ``parts``: the table, as one ``(symbols, offsets,
+    counts)`` or two (its words in two halves, worked on at once).
 
     Why that is exact: a pair of count below ``theta`` in the whole table is never merged
     while a merge of count ``theta`` or more remains, nor is a pair made across it later
@@ -245,19 +252,17 @@ def train_cut(table, train, min_count: int, n_base: int, max_merges: int, max_id
     """
     from .kernels.pair_cut import added_pair_counts, adjacent_pair_counts
 
-    symbols, offsets, counts = table
     # The two halves of the words counted at once, the smaller table added to the larger.
-    halves = sorted(on_halves(lambda lo, hi: call_kernel(adjacent_pair_counts, symbols,
-                                                         offsets[lo:hi + 1], counts[lo:hi]),
-                              len(counts), num_threads), key=len)
-    pairs = halves[-1]
-    if len(halves) == 2:
-        pairs = call_kernel(added_pair_counts, halves[1], halves[0])
+    tables = sorted(on_parts(lambda k: call_kernel(adjacent_pair_counts, *parts[k]),
+                             len(parts)), key=len)
+    pairs = tables[-1]
+    if len(tables) == 2:
+        pairs = call_kernel(added_pair_counts, tables[1], tables[0])
     theta = first_threshold(pairs[1::2][pairs[0::2] != -1], min(max_merges, max_ids - n_base),
                             min_count)
     runs = 0
     while True:
-        cut = cut_table(symbols, offsets, counts, pairs, theta, num_threads)
+        cut = cut_table(parts, pairs, theta)
         merges, merge_ids, merge_counts = train(cut, max(min_count, theta))
         runs += 1
         new_ids = int(np.count_nonzero(np.unique(merge_ids) >= n_base))
@@ -279,24 +284,23 @@ def first_threshold(pair_counts: np.ndarray, n_merges: int, min_count: int) -> i
     return max(min_count, int(kth * THRESHOLD_SHARE))
 
 
-def cut_table(symbols, offsets, counts, pairs, theta: int, num_threads=None):
-    """``(symbols, offsets, counts)`` of the word table cut between adjacent symbols whose
+def cut_table(parts, pairs, theta: int):
+    """``(symbols, offsets, counts)`` of the word table (``parts``: one ``(symbols,
+    offsets, counts)``, or two, its words' two halves) cut between adjacent symbols whose
     pair count (``pairs``: ``adjacent_pair_counts``) is below ``theta``; pieces of
     one symbol dropped, equal pieces one row with their counts added, in order of
-    first appearance (``kernels.pair_cut.cut_rows``, on the two halves of the words at
-    once; the second half's rows are then added to the first's, which keeps the first
-    half's order and puts the second's new rows after them in theirs)."""
+    first appearance (``kernels.pair_cut.cut_rows``, on the two halves at once; the second
+    half's rows are then added to the first's, which keeps the first half's order and puts
+    the second's new rows after them in theirs)."""
     from .kernels.pair_cut import cut_rows, finished_rows, frequent_pairs, rows_added
 
     # Looked up in a table of the frequent pairs alone (see frequent_pairs).
     frequent = call_kernel(frequent_pairs, pairs, int(theta))
-    counts = np.ascontiguousarray(counts, np.int64)
-    parts = on_halves(lambda lo, hi: call_kernel(cut_rows, symbols, offsets[lo:hi + 1],
-                                                 counts[lo:hi], frequent, int(theta)),
-                      len(counts), num_threads)
-    state = parts[0]
-    if len(parts) == 2:
-        second = call_kernel(finished_rows, *parts[1])
+    states = on_parts(lambda k: call_kernel(cut_rows, *parts[k], frequent, int(theta)),
+                      len(parts))
+    state = states[0]
+    if len(states) == 2:
+        second = call_kernel(finished_rows, *states[1])
         state = call_kernel(rows_added, *state, *second, frequent, 0)
     return call_kernel(finished_rows, *state)
 

@@ -136,6 +136,12 @@ KERNEL_CONSTANTS = {
         # the time per word, like encode.LOOKAHEAD.
         "LOOKUP_AHEAD",
     )),
+    *(f"fastbpe_nb.kernels.pair_cut:{name}" for name in (
+        # Prefetch distances of the pair count (in symbols) and of the cut's row look-ups
+        # (pieces found per batch): fixed by memory latency over the time per symbol or
+        # piece, like encode.LOOKAHEAD.
+        "PAIR_AHEAD", "PIECE_BATCH",
+    )),
     *(f"fastbpe_nb.kernels.merge:{name}" for name in (
         # Tie-rule codes (merge_loop maps TIE_RULES to them).
         "TIE_RANKS", "TIE_FIRST", "TIE_BYTES",

@@ -155,17 +155,23 @@ def test_stage_two_on_halves_gives_the_reference(monkeypatch, tie):
     assert_same_model(tok, model)
 
 
-def test_on_halves_and_joined():
-    from fastbpe_nb.superbpe import joined, on_halves
+def test_halves_on_parts_and_joined():
+    import threading
 
-    calls = []
-    assert on_halves(lambda lo, hi: calls.append((lo, hi)) or (lo, hi), 5, 1) == [(0, 5)]
+    from fastbpe_nb.superbpe import halves, joined, on_parts
+
+    assert halves(5, 1) == [(0, 5)]
     with pytest.MonkeyPatch.context() as mp:
         from fastbpe_nb import superbpe
 
         mp.setattr(superbpe, "HALVES_MIN_WORDS", 4)
-        assert on_halves(lambda lo, hi: (lo, hi), 5, 2) == [(0, 2), (2, 5)]
-        assert on_halves(lambda lo, hi: (lo, hi), 3, 2) == [(0, 3)]
+        assert halves(5, 2) == [(0, 2), (2, 5)]
+        assert halves(3, 2) == [(0, 3)]
+    here = threading.get_ident()
+    assert on_parts(lambda k: (k, threading.get_ident() == here), 1) == [(0, True)]
+    assert on_parts(lambda k: (k, threading.get_ident() == here), 2) == [(0, True), (1, False)]
+    with pytest.raises(ZeroDivisionError):  # the helper's error reaches the caller
+        on_parts(lambda k: 1 // (1 - k), 2)
     a = (np.array([1, 2, 3]), np.array([0, 1, 3]), np.array([7, 8]))
     b = (np.array([4, 5]), np.array([0, 2]), np.array([9]))
     values, offsets, rows = joined([a, b], 1)
@@ -227,8 +233,11 @@ def cut_by_kernels(words, counts, theta, halves=False):
     pairs = adjacent_pair_counts(symbols, offsets, np.array(counts, dtype=np.int64))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(superbpe, "HALVES_MIN_WORDS", 0 if halves else 1 << 40)
-        sym, off, cnt = superbpe.cut_table(symbols, offsets, np.array(counts, dtype=np.int64),
-                                           pairs, theta, num_threads=2)
+        counts = np.array(counts, dtype=np.int64)
+        parts = [(symbols, offsets[lo:hi + 1], counts[lo:hi])
+                 for lo, hi in superbpe.halves(len(counts), num_threads=2)]
+        assert len(parts) == (2 if halves else 1)
+        sym, off, cnt = superbpe.cut_table(parts, pairs, theta)
     assert off[0] == 0 and off[-1] == len(sym) and (np.diff(off) >= 2).all()
     assert sym.dtype == np.int32 and off.dtype == cnt.dtype == np.int64
     got = {tuple(sym[a:b].tolist()): int(c) for a, b, c in zip(off[:-1], off[1:], cnt)}
@@ -293,26 +302,35 @@ def test_cut_table_counts_past_float_precision():
 @settings(max_examples=100 if not NOJIT else 20, deadline=None)
 @given(table=st.lists(st.lists(st.integers(0, 99), max_size=5), min_size=1, max_size=8),
        data=st.data())
-def test_gather_rows_into(table, data):
-    from fastbpe_nb.kernels.pair_cut import gather_rows_into, word_lengths
+def test_gathered_words(table, data):
+    """Words of rows (repeats, empty rows, empty words), the rows numbered directly or
+    through ``renumber``; the capacity exact or larger, and a smaller one refused."""
+    from fastbpe_nb.kernels.pair_cut import gathered_words
 
-    rows = data.draw(st.lists(st.integers(0, len(table) - 1), max_size=12))
-    at = data.draw(st.integers(0, 3))
     values = np.array([x for row in table for x in row], dtype=np.int32)
     offsets = np.cumsum([0] + [len(row) for row in table]).astype(np.int64)
-    want = [x for r in rows for x in table[r]]
-    for dtype in (np.int64, np.int32):  # Arrow's dictionary indices are int32
-        out = np.full(at + len(want) + 2, -7, dtype=np.int32)
-        end = gather_rows_into(values, offsets, np.array(rows, dtype=dtype), out, at)
-        assert end == at + len(want) and out[at:end].tolist() == want
-        assert (out[:at] == -7).all() and (out[end:] == -7).all()  # nothing else written
-    # word_lengths: the rows cut into words at drawn places, each word's values counted.
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=4)))
-    word_first = np.array([0] + cuts + [len(rows)], dtype=np.int64)
-    want_lengths = [sum(len(table[r]) for r in rows[a:b])
-                    for a, b in zip(word_first[:-1], word_first[1:])]
-    assert word_lengths(offsets, np.array(rows, dtype=np.int32), word_first).tolist() == \
-        want_lengths
+    numbers = data.draw(st.lists(st.integers(0, len(table) - 1), max_size=12))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(numbers)), max_size=4)))
+    word_first = np.array([0] + cuts + [len(numbers)], dtype=np.int64)
+    renumbered = data.draw(st.booleans())
+    if renumbered:  # the rows' numbers in some other numbering
+        order = data.draw(st.permutations(range(len(table))))
+        renumber = np.array(order, dtype=np.int32)
+        rows = np.array([order.index(r) for r in numbers], dtype=np.int32)
+    else:
+        renumber, rows = np.empty(0, np.int32), np.array(numbers, dtype=np.int32)
+    words = [[x for r in numbers[a:b] for x in table[r]]
+             for a, b in zip(word_first[:-1], word_first[1:])]
+    total = sum(map(len, words))
+    symbols, word_offsets = gathered_words(values, offsets, rows, word_first, renumber,
+                                           total + data.draw(st.integers(0, 3)))
+    assert symbols.dtype == np.int32 and word_offsets.dtype == np.int64
+    assert [symbols[a:b].tolist() for a, b in zip(word_offsets[:-1], word_offsets[1:])] == \
+        words
+    assert word_offsets[0] == 0 and word_offsets[-1] == len(symbols) == total
+    if total:
+        with pytest.raises(ValueError, match="capacity"):
+            gathered_words(values, offsets, rows, word_first, renumber, total - 1)
 
 
 @settings(max_examples=100 if not NOJIT else 20, deadline=None)
@@ -453,14 +471,14 @@ def test_stage_two_counts_while_stage_one_merges(monkeypatch, tmp_path, entry):
     # Stage 2's passes on two halves of the words (whatever their number here), except
     # with one thread or under a budget.
     monkeypatch.setattr(superbpe, "HALVES_MIN_WORDS", 0)
-    parts, real_halves = [], superbpe.on_halves
+    parts, real_halves = [], superbpe.halves
 
     def halves(*args):
         out = real_halves(*args)
         parts.append(len(out))
         return out
 
-    monkeypatch.setattr(superbpe, "on_halves", halves)
+    monkeypatch.setattr(superbpe, "halves", halves)
     for options, overlapped in (({"num_threads": 2}, True), ({"num_threads": 1}, False),
                                 ({"num_threads": 2, "max_memory": 8 << 30}, False)):
         if entry == "train":

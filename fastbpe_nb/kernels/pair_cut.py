@@ -13,7 +13,13 @@ import numpy as np
 from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
-from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, table_capacity
+from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch, table_capacity
+#: ``adjacent_pair_counts`` prefetches the table slot of the adjacency this many symbols
+#: ahead of the one it counts.
+PAIR_AHEAD = 32
+#: ``cut_rows`` finds this many pieces, prefetching their row slots, before it looks them
+#: up.
+PIECE_BATCH = 64
 #: kernel cache stamp: a6dc1ccd74324f9d97508f997ebe7030761783209bfcf33aa4ede8e10d4b75ee
 
 
@@ -63,14 +69,15 @@ def adjacent_pair_counts(symbols, offsets, counts):
         Slot i holds a pair's key ``(left << 32) | right`` at ``2 i`` (``EMPTY``: free) and
         its count at ``2 i + 1`` (the sum of the counts of the words, once per occurrence
         in each). At most half the slots are used; key and count share a cache line. It
-        starts at a quarter of the adjacencies, at most 2**18 pairs, and doubles when half
-        full: distinct pairs were a tenth of the adjacencies on 100 MB of code and 4% on
-        1 GB, where a table sized by the adjacencies took 512 MB per half of the words
-        for 2.8 M pairs (and its first writes cost more than the counting).
+        starts at an eighth of the adjacencies, at most 2**21 pairs (64 MiB), and doubles
+        when half full: distinct pairs were a tenth of the adjacencies on 100 MB of code
+        and 4% on 1 GB, where a table sized by the adjacencies took 512 MB per half of the
+        words for 2.8 M pairs (and its first writes cost more than the counting). Starting
+        at 2**18 pairs, 100 MB of code grew it three times (0.04 of 0.3 s).
     """
     n_words = offsets.shape[0] - 1
     n_pairs = offsets[n_words] - offsets[0] - n_words  # at most (``offsets`` may be a slice)
-    table = np.full(2 * table_capacity(max(1, min(n_pairs // 4, 1 << 18))), EMPTY,
+    table = np.full(2 * table_capacity(max(1, min(n_pairs // 8, 1 << 21))), EMPTY,
                     dtype=np.int64)
     table[1::2] = 0
     state = np.zeros(3, dtype=np.int64)  # where the count stopped, and the keys held
@@ -92,10 +99,18 @@ def _pairs_counted(table, symbols, offsets, counts, state):
     n_words = offsets.shape[0] - 1
     used = state[2]
     i = state[1]
+    mask = (table.shape[0] >> 1) - 1
+    # The slot of the adjacency PAIR_AHEAD symbols on is prefetched (across words too: a
+    # hint only): the table outgrows the caches (1.4 M pairs on 100 MB of code), and each
+    # probe waited on memory.
+    ahead = symbols.shape[0] - PAIR_AHEAD
     for w in range(state[0], n_words):
         c = counts[w]
         i = max(i, offsets[w] + 1)
         while i < offsets[w + 1]:
+            if i < ahead:
+                prefetch(table, 2 * (_mix(pair_key(symbols[i - 1 + PAIR_AHEAD],
+                                                   symbols[i + PAIR_AHEAD])) & mask))
             key = pair_key(symbols[i - 1], symbols[i])
             j = _slot(table, key)
             if table[2 * j] == EMPTY:
@@ -252,11 +267,13 @@ def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, t
     offsets index an int32 array of words). Counts kept beside the rows cost a second
     cache miss per repeated piece. At most half full.
     """
-    # (word, piece start or -1 at a word's start, cut point, rows, symbols used)
-    state = np.array([0, -1, 0, n_rows, at], dtype=np.int64)
+    # (word, piece start or -1 at the word's start, cut point, rows, symbols used, next
+    # buffered piece, buffered pieces)
+    state = np.array([0, -1, 0, n_rows, at, 0, 0], dtype=np.int64)
+    pieces = np.empty(4 * PIECE_BATCH, dtype=np.int64)
     while not _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table,
-                               theta, state):
-        n_rows, at, n = state[3], state[4], state[2] - state[1]
+                               theta, state, pieces):
+        n_rows, at, n = state[3], state[4], pieces[4 * state[5] + 1]
         if 2 * (n_rows + 1) > slots.shape[0] // 4:
             slots = _doubled_row_slots(slots)
         if at + n > rows.shape[0]:
@@ -267,27 +284,83 @@ def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, t
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, theta, state):
+def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, theta, state,
+                     pieces):
     """``rows_added``'s pass from where ``state`` says until done (True) or until a new row
-    needs room that the arrays lack (False, ``state`` at that piece: the caller grows them
-    and calls again). Never allocates, and no array is reassigned here: a loop that
-    reassigned them paid atomic reference counts per piece (compiled without them)."""
+    needs room that the arrays lack (False, ``state[5]`` at that piece: the caller grows
+    them and calls again). Never allocates, and no array is reassigned here: a loop that
+    reassigned them paid atomic reference counts per piece (compiled without them).
+
+    The pieces are found ``PIECE_BATCH`` at a time (``_next_pieces``: start, length, count
+    and key of each in ``pieces``), their slots prefetched, then looked up in turn: the
+    slots outgrow the caches (550 k rows on 100 MB of code), and one piece at a time
+    each look-up waited on memory."""
     n_slots = slots.shape[0] // 4
     mask = n_slots - 1
-    n_words = offsets.shape[0] - 1
     n_rows = state[3]
     at = state[4]
-    w0 = state[0]
-    for w in range(w0, n_words):
-        a = offsets[w]
+    while True:
+        if state[5] == state[6]:
+            if not _next_pieces(symbols, offsets, counts, table, theta, state, pieces, slots):
+                break
+        for k in range(state[5], state[6]):
+            start = pieces[4 * k]
+            n = pieces[4 * k + 1]
+            c = pieces[4 * k + 2]
+            h = pieces[4 * k + 3]
+            j = _mix(h) & mask
+            while True:
+                key = slots[4 * j]
+                if key == EMPTY:
+                    break
+                if key == h and (slots[4 * j + 3] & 0x7FFFFFFF) == n and (
+                        n == 2 or _same(rows, slots[4 * j + 2], symbols, start, n)):
+                    break
+                j = (j + 1) & mask
+            if key != EMPTY:
+                slots[4 * j + 1] += c
+            elif (2 * (n_rows + 1) > n_slots or at + n > rows.shape[0]
+                  or n_rows + 2 > row_offsets.shape[0]):
+                state[3], state[4], state[5] = n_rows, at, k
+                return False
+            else:
+                for t in range(n):
+                    rows[at + t] = symbols[start + t]
+                slots[4 * j] = h
+                slots[4 * j + 1] = c
+                slots[4 * j + 2] = at
+                slots[4 * j + 3] = (np.int64(n_rows) << 31) | n
+                at += n
+                n_rows += 1
+                row_offsets[n_rows] = at
+        state[5] = state[6]
+    state[3] = n_rows
+    state[4] = at
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _next_pieces(symbols, offsets, counts, table, theta, state, pieces, slots):
+    """Up to ``PIECE_BATCH`` more pieces of two symbols or more, from word ``state[0]`` at
+    ``state[1:3]`` (piece start, or -1 at the word's start; cut point), into ``pieces``
+    (start, length, count, key: a piece of two symbols is the pair itself, a longer one a
+    40-bit hash), each one's row slot prefetched. ``state`` is left after them,
+    ``state[5:7]`` the pieces found; False when the words are done and none was found."""
+    n_words = offsets.shape[0] - 1
+    mask = slots.shape[0] // 4 - 1
+    w = state[0]
+    if w >= n_words:
+        return False
+    start = state[1]
+    i = state[2]
+    if start < 0:
+        start = offsets[w]
+        i = start + 1
+    found = 0
+    while True:
         b = offsets[w + 1]
         c = counts[w]
-        start = a
-        i = a + 1
-        if w == w0 and state[1] >= 0:  # resumed inside the word, at a cut
-            start = state[1]
-            i = state[2]
-        while i <= b:
+        while i <= b and found < PIECE_BATCH:
             if i < b and (theta <= 0 or table[2 * _slot(table, pair_key(symbols[i - 1],
                                                                         symbols[i])) + 1]
                           >= theta):
@@ -299,36 +372,24 @@ def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, 
                     h = pair_key(symbols[start], symbols[start + 1])
                 else:
                     h = _symbols_hash(symbols, start, i)
-                j = _mix(h) & mask
-                while True:
-                    k = slots[4 * j]
-                    if k == EMPTY:
-                        break
-                    if k == h and (slots[4 * j + 3] & 0x7FFFFFFF) == n and (
-                            n == 2 or _same(rows, slots[4 * j + 2], symbols, start, n)):
-                        break
-                    j = (j + 1) & mask
-                if k != EMPTY:
-                    slots[4 * j + 1] += c
-                elif (2 * (n_rows + 1) > n_slots or at + n > rows.shape[0]
-                      or n_rows + 2 > row_offsets.shape[0]):
-                    state[0], state[1], state[2], state[3], state[4] = w, start, i, n_rows, at
-                    return False
-                else:
-                    for t in range(n):
-                        rows[at + t] = symbols[start + t]
-                    slots[4 * j] = h
-                    slots[4 * j + 1] = c
-                    slots[4 * j + 2] = at
-                    slots[4 * j + 3] = (np.int64(n_rows) << 31) | n
-                    at += n
-                    n_rows += 1
-                    row_offsets[n_rows] = at
+                pieces[4 * found] = start
+                pieces[4 * found + 1] = n
+                pieces[4 * found + 2] = c
+                pieces[4 * found + 3] = h
+                prefetch(slots, 4 * (_mix(h) & mask))
+                found += 1
             start = i
             i += 1
-    state[3] = n_rows
-    state[4] = at
-    return True
+        if i <= b:  # the buffer is full inside the word
+            break
+        w += 1
+        if w >= n_words or found == PIECE_BATCH:
+            start = -1
+            break
+        start = offsets[w]
+        i = start + 1
+    state[0], state[1], state[2], state[5], state[6] = w, start, i, 0, found
+    return found > 0
 
 
 @njit(cache=True, nogil=True)
@@ -361,38 +422,10 @@ def _doubled_row_slots(slots):
 
 
 @njit(cache=True, nogil=True)
-def word_lengths(offsets, rows, word_first):
-    """How many values each word gathers: the lengths of its rows summed.
-
-    Parameters
-    ----------
-    offsets : int64[n_rows + 1]
-        Row boundaries of a CSR table (rising; validated by the caller).
-    rows : int32[k] or int64[k]
-        Row numbers below ``n_rows``, word after word.
-    word_first : int64[n_words + 1]
-        Index in ``rows`` of each word's first row (``k`` last).
-
-    Returns
-    -------
-    int64[n_words]
-    """
-    n_words = word_first.shape[0] - 1
-    out = np.empty(n_words, dtype=np.int64)  # every entry is written
-    for w in range(n_words):
-        total = 0
-        for i in range(word_first[w], word_first[w + 1]):
-            r = rows[i]
-            total += offsets[r + 1] - offsets[r]
-        out[w] = total
-    return out
-
-
-@njit(cache=True, nogil=True)
-def gather_rows_into(values, offsets, rows, out, at):
-    """The rows ``rows`` of a CSR table, end to end, written into ``out`` from position
-    ``at`` (SuperBPE's stage-2 words from the ids of their distinct segments; two threads
-    fill the two halves of one array, so no copy joins them).
+def gathered_words(values, offsets, rows, word_first, renumber, capacity):
+    """Words made of rows of a CSR table: each word's rows' values end to end (SuperBPE's
+    stage-2 words from the ids of their distinct segments, ``distinct_segments``' output
+    for some of the words).
 
     Parameters
     ----------
@@ -400,24 +433,41 @@ def gather_rows_into(values, offsets, rows, out, at):
         The table's values, row after row.
     offsets : int64[n_rows + 1]
         Row boundaries in ``values`` (rising; validated by the caller).
-    rows : int32[k] or int64[k]
-        Row numbers below ``n_rows``, in the order wanted (repeats allowed).
-    out : int32[>= at + total]
-        Written at ``at .. at + total`` (the caller sizes it from the rows' lengths).
-    at : int
-        Where the first row's values go.
+    rows : int32[k]
+        Row numbers, word after word (repeats allowed); below ``n_rows``, or below
+        ``len(renumber)`` when it is given.
+    word_first : int64[n_words + 1]
+        Index in ``rows`` of each word's first row (``k`` last; rising).
+    renumber : int32[r]
+        Empty, or the table's row of each number in ``rows`` (the second half of the words
+        numbered its segments on its own).
+    capacity : int
+        At least the number of values gathered (the words' bytes: a row's values are ids
+        of one byte or more). Only the pages written become resident.
 
     Returns
     -------
-    int
-        The position after the last value written.
+    symbols : int32[total]
+        The words' values, end to end (a view of an array of ``capacity``).
+    word_offsets : int64[n_words + 1]
+        Word boundaries in ``symbols``.
     """
-    for i in range(rows.shape[0]):
-        r = rows[i]
-        for j in range(offsets[r], offsets[r + 1]):
-            out[at] = values[j]
-            at += 1
-    return at
+    n_words = word_first.shape[0] - 1
+    symbols = np.empty(capacity, dtype=np.int32)
+    word_offsets = np.empty(n_words + 1, dtype=np.int64)
+    direct = renumber.shape[0] == 0
+    at = 0
+    for w in range(n_words):
+        word_offsets[w] = at
+        for i in range(word_first[w], word_first[w + 1]):
+            r = rows[i] if direct else renumber[rows[i]]
+            if at + offsets[r + 1] - offsets[r] > capacity:
+                raise ValueError("gathered_words: more values than capacity")
+            for j in range(offsets[r], offsets[r + 1]):
+                symbols[at] = values[j]
+                at += 1
+    word_offsets[n_words] = at
+    return symbols[:at], word_offsets
 
 
 @njit(cache=True, nogil=True)
