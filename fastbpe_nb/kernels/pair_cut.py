@@ -222,6 +222,13 @@ def cut_rows(symbols, offsets, counts, table, theta):
     Arrow's ``dictionary_encode`` merged equal ones: on 1 GB of code the copy held 56 M
     symbols for 2.7 M distinct rows of 17 M.)
 
+    A row's slot holds what a look-up needs in one cache line: the row's key (a piece of
+    two symbols: the pair itself; a longer one: a 40-bit hash, compared symbol by symbol on
+    a match; the lengths keep the two kinds apart), its count, where its symbols start in
+    ``rows`` and its number << 31 | its length (a piece is shorter than 2**31 symbols:
+    offsets index an int32 array of words). Counts kept beside the rows cost a second
+    cache miss per repeated piece. At most half full.
+
     Parameters
     ----------
     symbols : int32[n]
@@ -235,41 +242,24 @@ def cut_rows(symbols, offsets, counts, table, theta):
         Interleaved ``(key, count)`` pair slots (``frequent_pairs``; a pair that is
         missing reads as count 0).
     theta : int
-        Pairs counted fewer times are cut; ``theta <= 0`` cuts nowhere (the table is not
-        read).
+        Pairs counted fewer times are cut (at least 1).
 
     Returns
     -------
-    tuple
-        The rows' state, for ``rows_added`` (more words into the same rows) and
-        ``finished_rows`` (the table): ``rows`` int32 and ``row_offsets`` int64 (their
-        first ``at`` symbols and ``n_rows + 1`` entries used), ``slots`` int64[4 cap]
-        (laid out as ``rows_added`` says), ``n_rows``, ``at``.
+    rows : int32[m]
+        The rows' symbols, end to end.
+    row_offsets : int64[n_rows + 1]
+        Row boundaries in ``rows``.
+    row_counts : int64[n_rows]
+        Each row's count: the counts of the words it was cut from, once per occurrence.
     """
     rows = np.empty(1 << 12, dtype=np.int32)
     row_offsets = np.empty((1 << 10) + 1, dtype=np.int64)
     row_offsets[0] = 0
     slots = np.full(4 << 11, EMPTY, dtype=np.int64)
-    return rows_added(rows, row_offsets, slots, 0, 0, symbols, offsets, counts, table, theta)
-
-
-@njit(cache=True, nogil=True)
-def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, table, theta):
-    """``cut_rows``' state with the pieces of more words added: a piece already a row adds
-    its count there, a new one is a new row after the others (so the rows of the second
-    half of a table's words, added with ``theta = 0``, join the first half's in order of
-    first appearance). Parameters as ``cut_rows``, after its state.
-
-    A slot holds what a look-up needs in one cache line: the row's key (a piece of two
-    symbols: the pair itself; a longer one: a 40-bit hash, compared symbol by symbol on a
-    match; the lengths keep the two kinds apart), its count, where its symbols start in
-    ``rows`` and its number << 31 | its length (a piece is shorter than 2**31 symbols:
-    offsets index an int32 array of words). Counts kept beside the rows cost a second
-    cache miss per repeated piece. At most half full.
-    """
     # (word, piece start or -1 at the word's start, cut point, rows, symbols used, next
     # buffered piece, buffered pieces)
-    state = np.array([0, -1, 0, n_rows, at, 0, 0], dtype=np.int64)
+    state = np.array([0, -1, 0, 0, 0, 0, 0], dtype=np.int64)
     pieces = np.empty(4 * PIECE_BATCH, dtype=np.int64)
     while not _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table,
                                theta, state, pieces):
@@ -280,13 +270,13 @@ def rows_added(rows, row_offsets, slots, n_rows, at, symbols, offsets, counts, t
             rows = grow(rows, at + n)
         if n_rows + 2 > row_offsets.shape[0]:
             row_offsets = grow(row_offsets, n_rows + 2)
-    return rows, row_offsets, slots, state[3], state[4]
+    return _finished_rows(rows, row_offsets, slots, state[3], state[4])
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, theta, state,
                      pieces):
-    """``rows_added``'s pass from where ``state`` says until done (True) or until a new row
+    """``cut_rows``' pass from where ``state`` says until done (True) or until a new row
     needs room that the arrays lack (False, ``state[5]`` at that piece: the caller grows
     them and calls again). Never allocates, and no array is reassigned here: a loop that
     reassigned them paid atomic reference counts per piece (compiled without them).
@@ -361,9 +351,8 @@ def _next_pieces(symbols, offsets, counts, table, theta, state, pieces, slots):
         b = offsets[w + 1]
         c = counts[w]
         while i <= b and found < PIECE_BATCH:
-            if i < b and (theta <= 0 or table[2 * _slot(table, pair_key(symbols[i - 1],
-                                                                        symbols[i])) + 1]
-                          >= theta):
+            if i < b and table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] \
+                    >= theta:
                 i += 1
                 continue
             n = i - start
@@ -393,8 +382,8 @@ def _next_pieces(symbols, offsets, counts, table, theta, state, pieces, slots):
 
 
 @njit(cache=True, nogil=True)
-def finished_rows(rows, row_offsets, slots, n_rows, at):
-    """The cut table of ``cut_rows``' state: ``(rows int32[at], row_offsets
+def _finished_rows(rows, row_offsets, slots, n_rows, at):
+    """The cut table of ``cut_rows``' arrays: ``(rows int32[at], row_offsets
     int64[n_rows + 1], row_counts int64[n_rows])``, copies (the merge kernel rewrites the
     rows)."""
     row_counts = np.empty(n_rows, dtype=np.int64)
@@ -406,7 +395,7 @@ def finished_rows(rows, row_offsets, slots, n_rows, at):
 
 @njit(cache=True, nogil=True)
 def _doubled_row_slots(slots):
-    """``rows_added``' slots with twice the room, every row placed again."""
+    """``cut_rows``' slots with twice the room, every row placed again."""
     n_slots = slots.shape[0] // 4
     out = np.full(8 * n_slots, EMPTY, dtype=np.int64)
     mask = 2 * n_slots - 1
@@ -503,7 +492,7 @@ def _segments_until_full(data, offsets, joinable, segment_ids, word_first, d_sta
     """``distinct_segments``' pass from where ``state`` says until done (True) or until a
     new segment needs room that the slots or ``d_start``/``d_end`` lack (False, ``state``
     at that segment: the caller grows them and calls again). Never allocates, and no
-    array is reassigned here (compiled without reference counting, see ``rows_added``)."""
+    array is reassigned here (compiled without reference counting, see ``cut_rows``)."""
     n_words = offsets.shape[0] - 1
     n_slots = slots.shape[0] // 2
     mask = n_slots - 1
