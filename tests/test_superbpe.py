@@ -155,6 +155,28 @@ def test_stage_two_on_halves_gives_the_reference(monkeypatch, tie):
     assert_same_model(tok, model)
 
 
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.lists(st.binary(max_size=6), max_size=5), max_size=6),
+       threads=st.sampled_from([1, 2]))
+def test_joined_at_once_is_joined(parts, threads):
+    """Row tables end to end, the second half copied in a helper thread: the same arrays
+    as ``joined`` (empty tables and empty rows among them)."""
+    from fastbpe_nb.counting import joined, joined_at_once
+
+    tables = []
+    for k, rows in enumerate(parts):
+        values = np.frombuffer(b"".join(rows), dtype=np.uint8)
+        offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+        tables.append((values, offsets, np.arange(len(rows), dtype=np.int64) + 10 * k))
+    if not tables:
+        return
+    want = joined(tables, 1)
+    got = joined_at_once(tables, 1, threads)
+    assert len(got) == 3
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.tolist() == w.tolist()
+
+
 def test_halves_on_parts_and_joined():
     import threading
 

@@ -564,7 +564,8 @@ def distinct_segments(data, offsets, joinable):
     Returns
     -------
     segment_ids : int32[n_segments]
-        Each segment's distinct number, segments in order.
+        Each segment's distinct number, segments in order (a view of an array of a
+        segment per byte of ``data``).
     word_first : int64[n_words + 1]
         Index of each word's first segment (``n_segments`` last; an empty word has none).
     distinct_start, distinct_end : int64[n_distinct]
@@ -595,5 +596,7 @@ def distinct_segments(data, offsets, joinable):
     m = state[3]
     n_distinct = state[4]
     word_first[n_words] = m
-    return (segment_ids[:m].copy(), word_first, d_start[:n_distinct].copy(),
+    # A view: the array is sized for a segment per byte, and only the pages written are
+    # resident (a copy wrote 600 MB more of fresh memory on 1.2 GB of Linux sources).
+    return (segment_ids[:m], word_first, d_start[:n_distinct].copy(),
             d_end[:n_distinct].copy())
