@@ -55,7 +55,9 @@ S_DROPPED = 8  # entries not added because the cache was full
 N_STATE = 9
 
 
-@njit(cache=True, nogil=True)
+# Compiled without reference counting where they never allocate (see the comment above
+# encode._short_lookup).
+@njit(cache=True, nogil=True, _nrt=False)
 def short_key(data, s, n):
     """``data[s:s+n]`` (n <= SHORT_BYTES bytes) as two int64 keys: the length and the
     first 7 bytes (below 2**60, so never EMPTY), then the next 8 as a little-endian word
@@ -77,7 +79,7 @@ def short_key(data, s, n):
     return short_key_tail(data, s, n)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def short_key_tail(data, s, n):
     """``short_key`` a byte at a time, for pieces that end in the array's last 14 bytes."""
     key = np.int64(n) << 56
@@ -99,7 +101,7 @@ def short_mix(key, key2):
     return h ^ (h >> 29)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def pack_ids(ids, start, m):
     """``ids[start:start+m]`` (1 <= m <= SHORT_MAX_IDS, each < 2**SHORT_ID_BITS) as one int64."""
     v = np.int64(m) << 60
@@ -108,7 +110,7 @@ def pack_ids(ids, start, m):
     return v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def emit_packed(v, out, o):
     """Write the ids packed in ``v`` to ``out[o:]``; returns how many."""
     m = v >> 60
@@ -125,7 +127,7 @@ def _slot(k1, k2):
     return short_mix(k1, k2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def packable(ids, start, m):
     """True when ``ids[start:start+m]`` can be packed into one value."""
     if m < 1 or m > SHORT_MAX_IDS:
@@ -136,7 +138,7 @@ def packable(ids, start, m):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def get(tab, base, cap, k1, k2, units, data, s, n):
     """The value of the piece ``data[s:s+n]`` (keys ``k1``, ``k2``) in the table of ``cap``
     slots at ``tab[3 * base:]``, or 0. Hashed keys are confirmed against ``units``."""
@@ -160,7 +162,7 @@ def get(tab, base, cap, k1, k2, units, data, s, n):
         i = (i + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def emit(v, ids, out, o):
     """Write the ids of value ``v`` (packed, or ``m`` ids at an offset of ``ids``) to
     ``out[o:]``; returns how many."""
@@ -174,7 +176,7 @@ def emit(v, ids, out, o):
     return m
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def put(tab, base, cap, k1, k2, v):
     """Insert an entry known to be absent into the table of ``cap`` slots at ``tab[3 * base:]``
     (the caller keeps the load at most one half). The key goes in last."""

@@ -10,7 +10,7 @@ from numba import njit
 
 from .encode import _heap_pop, _heap_push, _whole_piece
 from .hashing import HASH_SEED, hash_units
-#: kernel cache stamp: f973c01b7aa67f0fc69eaa27741d8faec93678f2f15ab04a86c81a4ac12b77fb
+#: kernel cache stamp: 38cd827f8d7bb2d3cc057fa89676e75a434e58f4a496e4c12fb9b13bc5e06ee8
 
 #: Tokens up to this many bytes are merged by a flat scan; longer ones (only malformed or
 #: unusual files have them) by a linked list and a heap, so that a 200 KB token is not
