@@ -328,7 +328,7 @@ class WordCounter:
         if self._rows is not None:
             if not self._rows:
                 return np.empty(0, np.uint8), np.zeros(1, np.int64), np.empty(0, np.int64)
-            return joined_at_once(self._rows, 1, self.num_threads)
+            return joined(self._rows, 1, self.num_threads)
         n = self._n
         first = self._first[:n]
         if n < 2 or bool((first[1:] > first[:-1]).all()):
@@ -375,41 +375,29 @@ class WordCounter:
                 for i in range(len(counts))}
 
 
-def joined(parts, n_tail: int = 0):
+def joined(parts, n_tail: int = 0, num_threads: int = 1):
     """The CSR pieces ``parts`` (``(values, offsets, *per-row arrays)`` each, offsets from
     0) end to end: values and per-row arrays concatenated, offsets shifted. ``n_tail``
-    trailing per-row arrays are joined as they are."""
+    trailing per-row arrays are joined as they are.
+
+    With ``num_threads`` of two or more (None: the default) and two parts or more, the
+    second half of the parts is copied in a helper thread (NumPy's copies release the
+    GIL). SuperBPE's stage-2 table is its counting batches' rows end to end (360 MB of
+    words in 14 M rows on 1.2 GB of Linux sources): one thread took the whole copy and
+    every page fault of its output (1.2-1.9 s, against 0.3-0.7 s on two)."""
+    from .parallel import default_threads, on_parts
+
     if len(parts) == 1:
         return parts[0]
-    values = np.concatenate([p[0] for p in parts])
-    offsets = [parts[0][1]]
-    end = parts[0][1][-1]  # (a part of no row adds no offset: its end is the one before)
-    for p in parts[1:]:
-        offsets.append(p[1][1:] + end)
-        end += p[1][-1]
-    rows = [np.concatenate([p[k] for p in parts]) for k in range(2, 2 + n_tail)]
-    return (values, np.concatenate(offsets), *rows)
-
-
-def joined_at_once(parts, n_tail: int = 0, num_threads=None):
-    """``joined(parts, n_tail)``, the second half of the parts copied in a helper thread
-    (NumPy's copies release the GIL) when there are two threads and two parts or more.
-    SuperBPE's stage-2 table is its counting batches' rows end to end (360 MB of words in
-    14 M rows on 1.2 GB of Linux sources): one thread took the whole copy and every page
-    fault of its output (1.2-1.9 s, against 0.3-0.7 s on two)."""
-    from .parallel import default_threads, in_helper
-
-    if len(parts) < 2 or (num_threads or default_threads()) < 2:
-        return joined(parts, n_tail)
     value_ends = np.cumsum([len(p[0]) for p in parts])
     row_ends = np.cumsum([len(p[1]) - 1 for p in parts])
-    values = np.empty(int(value_ends[-1]), dtype=parts[0][0].dtype)
-    offsets = np.empty(int(row_ends[-1]) + 1, dtype=np.int64)
-    offsets[-1] = value_ends[-1]
-    tails = [np.empty(int(row_ends[-1]), dtype=parts[0][k].dtype)
-             for k in range(2, 2 + n_tail)]
     value_starts = np.concatenate([[0], value_ends[:-1]])
     row_starts = np.concatenate([[0], row_ends[:-1]])
+    values = np.empty(int(value_ends[-1]), dtype=np.result_type(*[p[0] for p in parts]))
+    offsets = np.empty(int(row_ends[-1]) + 1, dtype=np.result_type(*[p[1] for p in parts]))
+    offsets[-1] = value_ends[-1]
+    tails = [np.empty(int(row_ends[-1]), dtype=np.result_type(*[p[k] for p in parts]))
+             for k in range(2, 2 + n_tail)]
 
     def fill(lo, hi):
         for k in range(lo, hi):
@@ -419,13 +407,13 @@ def joined_at_once(parts, n_tail: int = 0, num_threads=None):
             for t, tail in enumerate(tails):
                 tail[r0:r1] = parts[k][2 + t]
 
-    middle = int(np.searchsorted(value_ends, value_ends[-1] // 2)) + 1
-    middle = min(max(middle, 1), len(parts) - 1)
-    second = in_helper(fill, middle, len(parts))
-    try:
-        fill(0, middle)
-    finally:
-        second.wait()
+    if (num_threads or default_threads()) < 2:
+        fill(0, len(parts))
+    else:
+        # The parts split where half of the values have been copied.
+        middle = int(np.searchsorted(value_ends, value_ends[-1] // 2)) + 1
+        middle = min(max(middle, 1), len(parts) - 1)
+        on_parts(lambda k: fill(0, middle) if k == 0 else fill(middle, len(parts)), 2)
     return (values, offsets, *tails)
 
 

@@ -279,6 +279,20 @@ def in_helper(fn, *args) -> Pending:
     return pending
 
 
+def on_parts(fn, n_parts: int) -> list:
+    """``[fn(0)]``, or ``[fn(0), fn(1)]`` with ``fn(1)`` in a helper thread (``in_helper``)
+    while this thread runs ``fn(0)``: two halves of one job at once, when the work
+    releases the GIL (kernels, NumPy's copies)."""
+    if n_parts == 1:
+        return [fn(0)]
+    second = in_helper(fn, 1)
+    try:
+        first = fn(0)
+    finally:
+        rest = second.wait()
+    return [first, rest]
+
+
 def _call(kernel, n, args):
     import numba
 

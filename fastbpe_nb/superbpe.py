@@ -24,7 +24,7 @@ from .counting import joined
 from .errors import TrainingError
 from .merge_loop import UNLIMITED, run_merge_kernel
 from .layout import make_level
-from .parallel import call_kernel
+from .parallel import call_kernel, on_parts
 from .text import UnicodeNormalizer
 from .tokenizer import Tokenizer
 
@@ -79,20 +79,6 @@ def halves(n_words: int, num_threads=None) -> list:
     return [(0, n_words // 2), (n_words // 2, n_words)]
 
 
-def on_parts(fn, n_parts: int) -> list:
-    """``[fn(0)]``, or ``[fn(0), fn(1)]`` with ``fn(1)`` in a helper thread."""
-    from .parallel import in_helper
-
-    if n_parts == 1:
-        return [fn(0)]
-    second = in_helper(fn, 1)
-    try:
-        first = fn(0)
-    finally:
-        rest = second.wait()
-    return [first, rest]
-
-
 def joinable_bigrams(token_bytes) -> np.ndarray:
     """``bool[256, 256]``: whether some token holds byte ``a`` followed by byte ``b``.
 
@@ -109,21 +95,22 @@ def joinable_bigrams(token_bytes) -> np.ndarray:
     return table
 
 
-def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_threads=None):
+def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, bounds,
+                   num_threads=None):
     """``[(symbols int32, offsets int64), ...]``: each stage-2 word encoded with ``stage1``'s
-    merges as one piece (no pre-tokenization, no special tokens), in one part, or in two
-    (the words of ``halves``' two halves, each part's offsets from 0);
-    ``token_bytes``: its regular tokens' bytes.
+    merges as one piece (no pre-tokenization, no special tokens), a part for each
+    ``(lo, hi)`` of ``bounds`` (``halves``: one, or two worked on at once; each part's
+    offsets from 0); ``token_bytes``: its regular tokens' bytes.
 
     The words are first cut where no stage-1 token holds the bigram (``joinable_bigrams``;
     e.g. a letter before a space, after gpt2's stage 1), which leaves the ids unchanged.
     The segments recur (100 MB of code: 12.7 M segments, 257 k distinct), so one kernel
-    cuts the words and numbers the distinct segments (``distinct_segments``, on two halves
-    of the words at once: ``halves``, ``on_parts``), only those are encoded, and each half's words
-    gather their segments' ids (``gathered_words``, on both halves at once). The halves
-    stay apart: the pairs and the cut that follow work on two halves anyway, and joining
-    them cost 0.2 s on 100 MB of Linux sources (the second half's segment numbers moved
-    into one array, each word's length counted first to place it).
+    cuts the words and numbers the distinct segments (``distinct_segments``, on the parts
+    at once: ``parallel.on_parts``), only those are encoded, and each part's words gather
+    their segments' ids (``gathered_words``, on the parts at once). The halves stay apart:
+    the pairs and the cut that follow work on two halves anyway, and joining them cost
+    0.2 s on 100 MB of Linux sources (the second half's segment numbers moved into one
+    array, each word's length counted first to place it).
     """
     import pyarrow as pa
 
@@ -132,7 +119,6 @@ def stage2_symbols(stage1: Tokenizer, token_bytes, word_bytes, offsets, num_thre
     from .kernels.pair_cut import distinct_segments, gathered_words
 
     joinable = joinable_bigrams(token_bytes)
-    bounds = halves(len(offsets) - 1, num_threads)
     parts = on_parts(lambda k: call_kernel(distinct_segments, word_bytes,
                                            offsets[bounds[k][0]:bounds[k][1] + 1], joinable),
                      len(bounds))
@@ -187,9 +173,10 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
     halves_threads = 1 if max_memory is not None else num_threads
     t0 = time.perf_counter()
     counts = np.ascontiguousarray(counts, np.int64)
+    bounds = halves(len(counts), halves_threads)
     parts = [(symbols, sym_offsets, counts[lo:hi]) for (symbols, sym_offsets), (lo, hi) in
-             zip(stage2_symbols(stage1, base_bytes, word_bytes, offsets, halves_threads),
-                 halves(len(counts), halves_threads))]
+             zip(stage2_symbols(stage1, base_bytes, word_bytes, offsets, bounds,
+                                halves_threads), bounds)]
     seconds = {"encoding": time.perf_counter() - t0, "merging": 0.0}
     n_base = len(base_bytes)
     ranks = np.arange(n_base, dtype=np.int64)

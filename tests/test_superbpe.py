@@ -156,31 +156,32 @@ def test_stage_two_on_halves_gives_the_reference(monkeypatch, tie):
 
 
 @settings(max_examples=60, deadline=None)
-@given(parts=st.lists(st.lists(st.binary(max_size=6), max_size=5), max_size=6),
-       threads=st.sampled_from([1, 2]))
-def test_joined_at_once_is_joined(parts, threads):
+@given(parts=st.lists(st.lists(st.binary(max_size=6), max_size=5), min_size=1, max_size=6))
+def test_joined_on_two_threads_is_joined_on_one(parts):
     """Row tables end to end, the second half copied in a helper thread: the same arrays
-    as ``joined`` (empty tables and empty rows among them)."""
-    from fastbpe_nb.counting import joined, joined_at_once
+    as on one thread, which are the concatenation (empty tables and empty rows among
+    them)."""
+    from fastbpe_nb.counting import joined
 
     tables = []
     for k, rows in enumerate(parts):
         values = np.frombuffer(b"".join(rows), dtype=np.uint8)
         offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
         tables.append((values, offsets, np.arange(len(rows), dtype=np.int64) + 10 * k))
-    if not tables:
-        return
-    want = joined(tables, 1)
-    got = joined_at_once(tables, 1, threads)
-    assert len(got) == 3
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.tolist() == w.tolist()
+    rows = [r for p in parts for r in p]
+    want = (list(b"".join(rows)), np.cumsum([0] + [len(r) for r in rows]).tolist(),
+            [i + 10 * k for k, p in enumerate(parts) for i in range(len(p))])
+    for threads in (1, 2):
+        got = joined(tables, 1, threads)
+        assert len(got) == 3 and [g.dtype for g in got] == [np.uint8, np.int64, np.int64]
+        assert tuple(g.tolist() for g in got) == want
 
 
 def test_halves_on_parts_and_joined():
     import threading
 
-    from fastbpe_nb.superbpe import halves, joined, on_parts
+    from fastbpe_nb.parallel import on_parts
+    from fastbpe_nb.superbpe import halves, joined
 
     assert halves(5, 1) == [(0, 5)]
     with pytest.MonkeyPatch.context() as mp:
