@@ -3,9 +3,10 @@
 Loads a word-count table written by ``fastbpe count`` and learns ``--vocab-size`` tokens
 from it with each trainer:
 
-* fastbpe_nb: ``merge_loop.run_merge_kernel`` on the table (tie rule ``ids``): the pair
-  count, the word index and every merge. The table's conversion to int32 symbols is not
-  timed (``train_files`` does it before merging, as its "int32 symbols" phase).
+* fastbpe_nb: ``merge_loop.run_merge_kernel`` on the table's bytes (tie rule ``ids``):
+  their conversion to the kernel's symbols (``symbol_dtype``: 16-bit where the ids fit; a
+  fresh copy each run, which the kernel rewrites), the pair count, the word index and
+  every merge.
 * ffbpe: ``BpeTrainer.add_words`` with the same (word, count) rows, not timed (the table's
   hand-over, like our load), then ``init_training()`` + ``train()`` timed: ffbpe's own
   pair count, index and merges. Its merges are checked equal to ours.
@@ -65,11 +66,10 @@ def measured(fn):
 
 def ours(data, offsets, counts, vocab_size):
     """Our merge phase on the table: (merges as byte strings in rank order, wall, cpu, peak)."""
-    symbols = data.astype(np.int32)
     base = [bytes([b]) for b in range(256)]
 
     def run():
-        return run_merge_kernel(symbols, offsets, counts, base, np.arange(256, dtype=np.int64),
+        return run_merge_kernel(data, offsets, counts, base, np.arange(256, dtype=np.int64),
                                 0, UNLIMITED, vocab_size, 1, UNLIMITED)
 
     (merges, _, _), wall, cpu, peak = measured(run)

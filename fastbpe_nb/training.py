@@ -21,7 +21,7 @@ from .errors import MemoryBudgetError, TrainingError
 from .roles import TokenRoles, check_roles
 from .pruning import Pruning
 from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, phase_bytes,
-                         rss_bytes, run_merge_kernel)
+                         rss_bytes, run_merge_kernel, symbol_dtype)
 from .text import clean_text
 from .tokenizer import Tokenizer
 from .validation import check_merge_batch, check_min_count, check_num_threads
@@ -87,6 +87,16 @@ class TrainOptions:
                    num_merges, min_frequency, max_token_length, progress, num_threads,
                    normalization, merge_batch)
 
+    def id_bound(self, n_base: int) -> int:
+        """An upper bound of the token ids training can make from ``n_base`` base tokens
+        (the merge kernel's symbols must hold them)."""
+        bound = UNLIMITED
+        if self.vocab_size is not None:
+            bound = max(n_base, self.vocab_size - len(self.special_tokens))
+        if self.num_merges is not None:
+            bound = min(bound, n_base + self.num_merges)
+        return bound
+
 
 #: Options that only SentencePiece-style training takes.
 _SENTENCEPIECE_ONLY = ("byte_fallback", "split_digits", "character_coverage", "add_dummy_prefix",
@@ -118,7 +128,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
 
     tie_mode = {"ids": TIE_RANKS, "hf": TIE_RANKS, "first": TIE_FIRST, "bytes": TIE_BYTES}[opts.tie_break]
     merges, merge_ids, merge_counts = run_merge_kernel(
-        np.ascontiguousarray(symbols, dtype=np.int32), np.ascontiguousarray(offsets, np.int64),
+        symbols, np.ascontiguousarray(offsets, np.int64),
         np.ascontiguousarray(counts, np.int64), base_bytes, np.asarray(ranks, dtype=np.int64),
         tie_mode, UNLIMITED if opts.num_merges is None else opts.num_merges, max_ids,
         max(1, int(opts.min_frequency)),
@@ -291,7 +301,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
             texts, opts.pattern, opts.special_tokens, opts.num_threads)
         require_documents(counter.n_documents)
         word_bytes, offsets, counts = counter.table()
-        symbols = word_bytes.astype(np.int32)
+        symbols = word_bytes.astype(symbol_dtype(opts.id_bound(256)))
         alphabet = None
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
@@ -547,9 +557,9 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     report["seconds_counting"] = time.perf_counter() - t0
     n_symbols, n_words = int(offsets[-1]), len(counts)
     detail = f"{n_words:,} unique words, {n_symbols:,} symbols"
-    check_budget("converting the word table to int32 symbols",
+    check_budget("converting the word table to the merge kernel's symbols",
                  phase_bytes("int32 symbols", n_symbols, n_words), max_memory, detail)
-    symbols = word_bytes.astype(np.int32)
+    symbols = word_bytes.astype(symbol_dtype(opts.id_bound(256)))
     del word_bytes
     # The kernel re-checks these exactly (and every later growth) before allocating.
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),

@@ -56,7 +56,7 @@ def zipf_words(seed: int, n_words: int) -> dict[str, int]:
 def kernel_merges(words, tie, num_merges, **knobs):
     """The kernel's (merges, ids, counts) on ``words`` and its event counts."""
     raw = [w.encode("utf-8") for w in words]
-    symbols = np.frombuffer(b"".join(raw), np.uint8).astype(np.int32)
+    symbols = np.frombuffer(b"".join(raw), np.uint8).astype(knobs.pop("symbol_type", np.int32))
     offsets = np.zeros(len(raw) + 1, np.int64)
     np.cumsum([len(r) for r in raw], out=offsets[1:])
     counts = np.array(list(words.values()), np.int64)
@@ -80,6 +80,7 @@ CASES = [  # (seed, unique-ish words drawn, merges, knobs)
     (5, 600, 100, {"lookahead": 0, "heap_floor": 0}),  # taken as 1
     (3, 1200, 200, {"lookahead": 3, "node_type": np.int64}),
     (4, 1500, 250, {"heap_floor": 2}),
+    (6, 1500, 250, {"symbol_type": np.int16}),  # (merge_loop.symbol_dtype: ids < 2**15)
 ]
 
 
@@ -117,6 +118,31 @@ def test_small_heap_floor_and_read_ahead_change_nothing():
                              {"heap_floor": 7, "lookahead": 64})]
     assert results[0] == results[1] == results[2]
     assert len(results[0][0]) > 500
+
+
+@pytest.mark.skipif(NOJIT, reason="32 k merges: minutes without the JIT")
+@pytest.mark.parametrize("tie", ["ids", "first"])
+def test_int16_symbols_up_to_the_last_id_they_hold(tie):
+    """``symbol_dtype``'s int16 up to its limit: a vocabulary of 32768 makes ids up to 32767,
+    the largest int16, and learns what int32 symbols learn (merges, ids and counts)."""
+    from fbtest import CORPORA
+
+    import fastbpe_nb as fb
+    from fastbpe_nb.merge_loop import symbol_dtype
+
+    assert symbol_dtype(1 << 15) == np.int16 and symbol_dtype((1 << 15) + 1) == np.int32
+    files = sorted(CORPORA.glob("fortunes_*.txt"))
+    if not files:
+        pytest.skip("the shared corpora are not here")
+    texts = [f.read_text(encoding="utf-8") for f in files]
+    counter = fb.word_table.count_corpus(texts, "gpt2")
+    data, offsets, counts = counter.table()
+    words = {data[offsets[i]:offsets[i + 1]].tobytes().decode("utf-8", "surrogateescape"):
+             int(counts[i]) for i in range(len(counts))}
+    narrow, _ = kernel_merges(words, tie, (1 << 15) - 256, symbol_type=np.int16)
+    wide, _ = kernel_merges(words, tie, (1 << 15) - 256)
+    assert narrow == wide
+    assert max(narrow[1]) == (1 << 15) - 1  # the last id made is int16's largest
 
 
 @pytest.mark.parametrize("seed", range(20))
