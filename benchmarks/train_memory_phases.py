@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "reliability")]
@@ -44,7 +43,7 @@ def main(argv=None):
     from memory_children import unique_words_corpus
 
     from fastbpe_nb import training
-    from fastbpe_nb.merge_loop import phase_bytes
+    from fastbpe_nb.merge_loop import kernel_table, phase_bytes
 
     folder = tempfile.mkdtemp()
     path = os.path.join(folder, "unique.txt")
@@ -62,12 +61,13 @@ def main(argv=None):
         return out
 
     counter, _ = phase("counting", lambda: training.count_files([path], pattern="gpt2"))
-    word_bytes, offsets, counts = phase("word table", counter.table, counter.table_bytes())
+    table = phase("word table", counter.table, counter.table_bytes())
     del counter
-    n_sym, n_words = int(offsets[-1]), len(counts)
-    symbols = phase("int32 symbols", lambda: word_bytes.astype(np.int32),
-                    phase_bytes("int32 symbols", n_sym, n_words))
-    del word_bytes
+    n_sym, n_words = int(table[1][-1]), len(table[2])
+    symbols, offsets, counts = phase(
+        "kernel table", lambda: kernel_table(*table, 256, args.vocab_size, keep_order=False),
+        phase_bytes("kernel table", n_sym, n_words))
+    table = None  # (the kernel table replaces it)
     opts = training.TrainOptions.make(args.vocab_size)
     report = {}
     phase("merging", lambda: training.train_from_table(symbols, offsets, counts, None, opts, report),

@@ -38,6 +38,32 @@ def symbol_dtype(id_bound: int):
     return np.int16 if id_bound <= 1 << 15 else np.int32
 
 
+def kernel_table(symbols, offsets, counts, n_base: int, id_bound: int, keep_order: bool):
+    """A word table as the merge kernel runs fastest on it, a new copy: ``symbols`` of
+    ``symbol_dtype(id_bound)``, and the words sorted by their first symbols unless
+    ``keep_order`` (the ``first`` tie rule: it ranks pairs by where the table has them
+    first). The same merges, ids and counts either way (kernels/word_order.py).
+
+    ``symbols`` (uint8, int16 or int32 base ids, each below ``n_base``), ``offsets`` and
+    ``counts`` as ``run_merge_kernel`` takes them; returns the three, new."""
+    from .kernels.word_order import ordered_table, prefix_order
+    from .parallel import call_kernel
+
+    if symbols.dtype not in (np.uint8, np.int16, np.int32):
+        raise TrainingError(f"symbols must be uint8, int16 or int32, not {symbols.dtype}")
+    if len(symbols) and (int(symbols.min()) < 0 or int(symbols.max()) >= n_base):
+        raise TrainingError(f"symbols must be base token ids in 0..{n_base - 1}")
+    out = np.empty(len(symbols), symbol_dtype(id_bound))
+    if keep_order or len(counts) < 2:
+        out[:] = symbols
+        return out, np.array(offsets, np.int64), np.array(counts, np.int64)
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    order = call_kernel(prefix_order, symbols, offsets, n_base)
+    offsets, counts = call_kernel(ordered_table, symbols, offsets,
+                                  np.ascontiguousarray(counts, np.int64), order, out)
+    return out, offsets, counts
+
+
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
                      max_ids, min_count, max_units, progress=False, max_memory=None,
                      base_units=None, merge_batch=1):
@@ -165,7 +191,9 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
 #:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.private_bytes, then each growth of the table)
 #:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
 #:                                    through int64 index arrays) before the copy path
-#:   int32 symbols   4.0 B/S          estimate 4 B/S (int16, 2 B/S, for vocabularies up to 32768)
+#:   kernel table    4.0 B/S          estimate 4 B/S + 32 B/W (``kernel_table``: int32 symbols, 2
+#:                                    B/S as int16 for vocabularies up to 32768; the sorted
+#:                                    offsets and counts, 16 B/W, and the sort's arrays)
 #:   merge setup    12.5 B/S          at 4 merges; estimate 12 B/S + 20 B/W (the word
 #:                                    rows, 16 B/W; the word index's first rows, 8 B per
 #:                                    pair of a word, < 1 per symbol; pos for 'first', 4
@@ -177,8 +205,8 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
 #: The counter (131 B/W here) is freed before merging; it used to stay alive throughout.
 PHASE_BYTES = {
     "word table": (1, 17),
-    "int32 symbols": (4, 0),  # (the int32 case: int16 takes half)
-    "merge setup": (12, 20),  # + the symbols, already held
+    "kernel table": (4, 32),  # (the int32 case: int16 symbols take half)
+    "merge setup": (12, 20),  # + the kernel table, already held
 }
 #: What the merge kernel's budget leaves out: its small arrays (token bytes and ids, the
 #: bytes -> id table, the output merges: ~50 bytes per merge), the worker thread's stack,

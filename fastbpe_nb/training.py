@@ -21,7 +21,7 @@ from .errors import MemoryBudgetError, TrainingError
 from .roles import TokenRoles, check_roles
 from .pruning import Pruning
 from .merge_loop import (TIE_RULES, UNLIMITED, check_budget, peak_rss_bytes, phase_bytes,
-                         rss_bytes, run_merge_kernel, symbol_dtype)
+                         kernel_table, rss_bytes, run_merge_kernel)
 from .text import clean_text
 from .tokenizer import Tokenizer
 from .validation import check_merge_batch, check_min_count, check_num_threads
@@ -300,8 +300,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         counter = boundless_bpe.count_texts(texts, opts) if boundless else count_corpus(
             texts, opts.pattern, opts.special_tokens, opts.num_threads)
         require_documents(counter.n_documents)
-        word_bytes, offsets, counts = counter.table()
-        symbols = word_bytes.astype(symbol_dtype(opts.id_bound(256)))
+        symbols, offsets, counts = kernel_table(*counter.table(), 256, opts.id_bound(256),
+                                                keep_order=opts.tie_break == "first")
         alphabet = None
         report["documents"] = counter.n_documents
         report["bytes_read"] = counter.n_bytes
@@ -557,9 +557,10 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     report["seconds_counting"] = time.perf_counter() - t0
     n_symbols, n_words = int(offsets[-1]), len(counts)
     detail = f"{n_words:,} unique words, {n_symbols:,} symbols"
-    check_budget("converting the word table to the merge kernel's symbols",
-                 phase_bytes("int32 symbols", n_symbols, n_words), max_memory, detail)
-    symbols = word_bytes.astype(symbol_dtype(opts.id_bound(256)))
+    check_budget("copying the word table for the merge kernel",
+                 phase_bytes("kernel table", n_symbols, n_words), max_memory, detail)
+    symbols, offsets, counts = kernel_table(word_bytes, offsets, counts, 256, opts.id_bound(256),
+                                            keep_order=opts.tie_break == "first")
     del word_bytes
     # The kernel re-checks these exactly (and every later growth) before allocating.
     check_budget("merging (setting up)", phase_bytes("merge setup", n_symbols, n_words),

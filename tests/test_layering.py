@@ -157,6 +157,11 @@ KERNEL_CONSTANTS = {
         "PROG_BUDGET", "PROG_NEED", "PROG_PHASE", "STOPPED_ASKED", "STOPPED_MEMORY",
         "PROG_REBUILDS", "PROG_RAISES", "PROG_PURGES", "PROG_GROWS", "N_PROGRESS",
     )),
+    *(f"fastbpe_nb.kernels.word_order:{name}" for name in (
+        # Bit widths of the word sort (its key, the word number beside it, a radix pass)
+        # and the copy's prefetch distance in words, like encode.LOOKAHEAD.
+        "KEY_BITS", "WORD_BITS", "RADIX_BITS", "AHEAD",
+    )),
 }
 
 _EXCEPTION_ROOTS = {"BaseException", "Exception"}
