@@ -191,9 +191,10 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
 #:   counting       14 B/S, 131 B/W   (checked per batch: WordCounter.private_bytes, then each growth of the table)
 #:   word table      1.8 B/S          estimate 1 B/S + 17 B/W; it was 36 B/S (a gather
 #:                                    through int64 index arrays) before the copy path
-#:   kernel table    4.0 B/S          estimate 4 B/S + 32 B/W (``kernel_table``: int32 symbols, 2
-#:                                    B/S as int16 for vocabularies up to 32768; the sorted
-#:                                    offsets and counts, 16 B/W, and the sort's arrays)
+#:   kernel table    1.8 B/S, 16 B/W  (vocab 5000: int16 symbols) estimate 4 B/S + 32 B/W
+#:                                    (``kernel_table``: int32 symbols for vocabularies over
+#:                                    32768, the sorted offsets and counts, the sort's
+#:                                    arrays); until 2026-12-04 int32 symbols, 4.0 B/S
 #:   merge setup    12.5 B/S          at 4 merges; estimate 12 B/S + 20 B/W (the word
 #:                                    rows, 16 B/W; the word index's first rows, 8 B per
 #:                                    pair of a word, < 1 per symbol; pos for 'first', 4
