@@ -110,9 +110,11 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     if max_memory is not None:
         # Compile (or load) the kernel first, on a one-word table: compiling takes ~100 MiB
         # that the allocator keeps, and the budget left to the kernel is counted after it.
-        call_kernel_shielded(train_merges, np.zeros(2, np.int32), np.array([0, 2], np.int64),
-                             np.ones(1, np.int64), tok_off, tok_data, base_rank, tie_mode, 1,
-                             UNLIMITED, 1, UNLIMITED, np.zeros(6, np.int64),
+        # (The same specialization as the call below: symbols of the same type.)
+        call_kernel_shielded(train_merges, np.zeros(2, symbols.dtype),
+                             np.array([0, 2], np.int64), np.ones(1, np.int64), tok_off,
+                             tok_data, base_rank, tie_mode, 1, UNLIMITED, 1, UNLIMITED,
+                             np.zeros(6, np.int64),
                              np.empty((16, 2), np.int32), INDEX_CHECK_ROWS, LOOKAHEAD_WORDS,
                              HEAP_FLOOR)
         in_use = rss_bytes()
