@@ -559,8 +559,7 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
     detail = f"{n_words:,} unique words, {n_symbols:,} symbols"
     check_budget("copying the word table for the merge kernel",
                  phase_bytes("kernel table", n_symbols, n_words), max_memory, detail)
-    # Under a budget the table keeps its order: sorting it holds 40 more bytes a word, and
-    # compiling the sort (a cold cache) tens of MiB, for a few percent of merging time.
+    # (Not sorted under a budget: 40 more bytes a word, for a few percent of merging time.)
     symbols, offsets, counts = kernel_table(word_bytes, offsets, counts, 256, opts.id_bound(256),
                                             keep_order=opts.tie_break == "first"
                                             or max_memory is not None)

@@ -11,9 +11,11 @@ import pytest
 
 from rel_harness import run_case, write_corpus
 
-#: 30,000: merging then lasts long enough to be killed in (~0.3 s; at 3,000 the merge kernel
-#: now takes ~0.15 s, too short to hit reliably).
+#: 30,000 merges on ten 1.5 MB files of random words (~230 k unique words): merging then
+#: lasts long enough to be killed in (~0.35 s; on four files, as until 2026-12-04, the merge
+#: kernel got down to 0.16-0.2 s, too short to hit reliably).
 VOCAB = 30_000
+N_FILES = 10
 
 
 def sha(path):
@@ -28,7 +30,7 @@ def train_code(paths, model):
 
 
 def test_sigkill_during_training_then_rerun(tmp_path):
-    paths = [str(p) for p in write_corpus(tmp_path / "corpus", 4, 1_500_000, seed=11,
+    paths = [str(p) for p in write_corpus(tmp_path / "corpus", N_FILES, 1_500_000, seed=11,
                                           random_words=True)]
     ref_model = tmp_path / "ref.json"
     # Twice: the first run may include compiling or loading kernels; time the warm one.
