@@ -45,7 +45,9 @@ def kernel_table(symbols, offsets, counts, n_base: int, id_bound: int, keep_orde
     first). The same merges, ids and counts either way (kernels/word_order.py).
 
     ``symbols`` (uint8, int16 or int32 base ids, each below ``n_base``), ``offsets`` and
-    ``counts`` as ``run_merge_kernel`` takes them; returns the three, new."""
+    ``counts`` as ``run_merge_kernel`` takes them; returns the three: the symbols always a
+    new array (the kernel rewrites them), the offsets and counts new only when sorted (the
+    kernel only reads them)."""
     from .kernels.word_order import ordered_table, prefix_order
     from .parallel import call_kernel
 
@@ -54,14 +56,13 @@ def kernel_table(symbols, offsets, counts, n_base: int, id_bound: int, keep_orde
     if len(symbols) and (int(symbols.min()) < 0 or int(symbols.max()) >= n_base):
         raise TrainingError(f"symbols must be base token ids in 0..{n_base - 1}")
     out = np.empty(len(symbols), symbol_dtype(id_bound))
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    counts = np.ascontiguousarray(counts, np.int64)
     if keep_order or len(counts) < 2:
         out[:] = symbols
-        return out, np.array(offsets, np.int64), np.array(counts, np.int64)
-    offsets = np.ascontiguousarray(offsets, np.int64)
+        return out, offsets, counts
     order = call_kernel(prefix_order, symbols, offsets, n_base)
-    offsets, counts = call_kernel(ordered_table, symbols, offsets,
-                                  np.ascontiguousarray(counts, np.int64), order, out)
-    return out, offsets, counts
+    return (out, *call_kernel(ordered_table, symbols, offsets, counts, order, out))
 
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
