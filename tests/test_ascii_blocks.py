@@ -1,9 +1,9 @@
-"""gpt2's, cl100k's and o200k's 64-byte ASCII blocks (``kernels.ascii_blocks``) against
-``regex.findall``.
+"""gpt2's, cl100k's and o200k's 64-byte ASCII blocks (``kernels.ascii_blocks``) and
+SuperBPE's stage-2 ones (``kernels.superbpe_blocks``) against ``regex.findall``.
 
 The scanner finds their pieces of ASCII stretches from bit masks and hands the rest
 (non-ASCII characters, pieces of 63 bytes or more, a document's last 64 bytes) to the
-automaton. These texts are long enough to hold many blocks, and are built from the parts
+automaton (SuperBPE: to the windowed matcher; its gaps are followed across blocks). These texts are long enough to hold many blocks, and are built from the parts
 where the mask rules are delicate: whitespace runs before letters, digits and others
 (``\\s+(?!\\S)`` and the ``' ?'`` prefix), contractions (after letters, digits, line breaks,
 spaces and others), kinds changing at every byte, pieces longer than a block, and
@@ -21,12 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastbpe_nb._scanner import scan_offsets, scan_prefix_offsets
-from fastbpe_nb.pretokenize import NAMED_PATTERNS
+from fastbpe_nb.pretokenize import NAMED_PATTERNS, SUPERBPE_PATTERN
 
 NOJIT = os.environ.get("NUMBA_DISABLE_JIT") == "1"
-#: The patterns that use the blocks.
-BLOCK_PATTERNS = ["gpt2", "cl100k", "o200k"]
-COMPILED = {name: regex.compile(NAMED_PATTERNS[name]) for name in BLOCK_PATTERNS}
+#: The patterns that use the blocks ("superbpe": SuperBPE's stage 2).
+BLOCK_PATTERNS = ["gpt2", "cl100k", "o200k", "superbpe"]
+COMPILED = {name: regex.compile({**NAMED_PATTERNS, "superbpe": SUPERBPE_PATTERN}[name])
+            for name in BLOCK_PATTERNS}
 HYPOTHESIS = settings(max_examples=100 if NOJIT else 400, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -41,8 +42,13 @@ ASCII_PARTS = [
     ";\n", ".\n/", "\n/\n", "//", "/", "\t(", " (", "'n'", "x'", "\r\n\r\n", " \n ",
     # cl100k: contractions of any case wherever an apostrophe starts a piece
     "'T", "'D", "'vE", "'lL", "\t'S", "\n'd", ".'s", "''s", "5'm",
+    # superbpe: gaps of words and spaces (across blocks), runs of others with the line
+    # breaks and slashes they take, spaces before whitespace and before two others
+    " over the lazy dog", "the quick brown fox jumps", " a, b. c", " ==", " ->", "!!\n\n",
+    "*/\n/", ")\r\n", " \t", "  \n", "x \n", " *", " *)", "a1b22c333d4444", "\x1d\x1e",
 ]
-LONG_PARTS = [" " * 70, "\t" * 65, "=" * 80, "a" * 66, "9" * 64, "\n" * 63, " " * 62 + "x"]
+LONG_PARTS = [" " * 70, "\t" * 65, "=" * 80, "a" * 66, "9" * 64, "\n" * 63, " " * 62 + "x",
+              "and some more words " * 9, "x y" * 50]
 NON_ASCII_PARTS = ["\u00e9", "\u00a0", "\u4e2d", "\u2019", "\u0663", "\u3000", "\u0416",
                    # two-byte letters the blocks take (Latin, basic Cyrillic) ...
                    "\u00df", "\u00c4", "\u00ff", "\u0101", "\u02b0", "\u0250", "\u0451",
@@ -211,10 +217,15 @@ def test_class_masks_compiled_match_their_definition():
 
     from fastbpe_nb.kernels.ascii_blocks import (BLOCK_BYTES, break_masks, cased_masks,
                                                  class_masks, o200k_masks, utf8_masks)
+    from fastbpe_nb.kernels.superbpe_blocks import superbpe_masks
 
     @njit
     def compiled(data, pos):
         return class_masks(data, pos)
+
+    @njit
+    def compiled_superbpe(data, pos):
+        return superbpe_masks(data, pos)
 
     @njit
     def compiled_utf8(data, pos):
@@ -233,6 +244,9 @@ def test_class_masks_compiled_match_their_definition():
         for pos in range(len(data) - BLOCK_BYTES + 1):
             assert compiled_utf8(data, pos) == (utf8_masks(data, pos), o200k_masks(data, pos),
                                                 cased_masks(data, pos), break_masks(data, pos))
+    for data in blocks:
+        for pos in range(len(data) - BLOCK_BYTES + 1):
+            assert compiled_superbpe(data, pos) == superbpe_masks(data, pos)
     # The definition itself, byte by byte, against regex's classes.
     for byte in range(256):
         data = np.full(BLOCK_BYTES, byte, dtype=np.uint8)
@@ -247,6 +261,10 @@ def test_class_masks_compiled_match_their_definition():
             assert other_ws == (bool(regex.match(r"\s", char)) and char != " ")
             assert apostrophe == (char == "'")
         assert high == (byte >= 0x80)
+        kinds = superbpe_masks(data, 0)
+        assert all(m in (0, 2**64 - 1) for m in kinds)
+        assert [m != 0 for m in kinds[:4] + kinds[6:]] == [letter, digit, space, other_ws, high]
+        assert (kinds[4] != 0) == (byte in b"\r\n") and (kinds[5] != 0) == (byte == 0x2F)
 
 
 @pytest.mark.parametrize("text", [

@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 9e7848c85b533a44418bc09de472bd953971cc352a1afbd92e1dcbb127a0c831
+#: kernel cache stamp: c8c3b80355a3072c5b578b0245b631d43bed84cb7c41689c7476ac8d404d135f
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 9e7848c85b533a44418bc09de472bd953971cc352a1afbd92e1dcbb127a0c831
+#: kernel cache stamp: c8c3b80355a3072c5b578b0245b631d43bed84cb7c41689c7476ac8d404d135f
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,13 +14,13 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch, table_capacity
+#: kernel cache stamp: 7bb692ad1092484ef0d7e7c5c358bdd1467130a4071b2eba7bb59bb21b0f75a5
 #: ``adjacent_pair_counts`` prefetches the table slot of the adjacency this many symbols
 #: ahead of the one it counts.
 PAIR_AHEAD = 32
 #: ``cut_rows`` finds this many pieces, prefetching their row slots, before it looks them
 #: up.
 PIECE_BATCH = 64
-#: kernel cache stamp: a6dc1ccd74324f9d97508f997ebe7030761783209bfcf33aa4ede8e10d4b75ee
 
 
 @njit(cache=True, nogil=True, _nrt=False)

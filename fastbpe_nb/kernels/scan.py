@@ -7,7 +7,8 @@ in constant memory. Their pieces of ASCII stretches (two-byte Latin and Cyrillic
 letters included) come faster from bit masks, 64 bytes at a time
 (:mod:`fastbpe_nb.kernels.ascii_blocks`; :func:`_scan_automaton` hands over between the
 two). SuperBPE's stage-2 pattern, whose "gap" alternative reads ahead past any number of
-characters, takes two passes over each document:
+characters, has its own ASCII blocks (:mod:`fastbpe_nb.kernels.superbpe_blocks`, which
+follow a gap from block to block); what they leave takes two passes, a window at a time:
 
 1. :func:`decode_document` decodes its UTF-8 once into a per-character
    "class word" array (``uint32``: the ``CLS_*``/``FOLD_*`` bits of
@@ -45,6 +46,7 @@ Facts the matchers rely on (all checked by the differential tests):
 import numpy as np
 from numba import njit, prange
 
+from .superbpe_blocks import superbpe_ascii_pieces
 from .ascii_blocks import (BLOCK_BYTES, cl100k_ascii_pieces, gpt2_ascii_pieces,
                            o200k_ascii_pieces)
 from .automata import (
@@ -81,7 +83,7 @@ from .unicode_classes import (
     FOLD_T,
     FOLD_V,
 )
-#: kernel cache stamp: a1112141ab1a28afb6c21ebb90c81e3ecb14e283aa5fe7105d2c84f7ad96c6c1
+#: kernel cache stamp: 1d16a742db66d8e490a8f84cc05efd31751e8e2f78658e5c85a208c9d1243658
 
 PATTERN_GPT2 = 0
 PATTERN_CL100K = 1
@@ -711,8 +713,25 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
                                                            stream_bytes)
         return pos, n_pieces, piece_offsets, window, words, char_offsets
     capacity = words.shape[0] - N_SENTINELS
+    # ASCII text comes from bit masks (superbpe_ascii_pieces); the windowed matcher takes
+    # what they leave, a stretch at a time from a piece start, the stretch doubling (up to
+    # stream_bytes and the window) while the blocks give little, as in _scan_automaton.
+    stretch = BLOCK_BYTES
+    whole = False  # the next window is a whole one (a piece longer than the stretch)
     while pos < end and pos < limit:
-        stop = min(end, pos + window)
+        span = window
+        if pos + BLOCK_BYTES <= end and not whole:
+            start = pos
+            pos, n_pieces, piece_offsets = superbpe_ascii_pieces(data, pos, end, limit,
+                                                                 piece_offsets, n_pieces)
+            if pos >= limit or pos + BLOCK_BYTES > end:
+                continue
+            if pos - start >= BLOCK_BYTES // 2:
+                stretch = BLOCK_BYTES
+            else:
+                stretch = min(2 * stretch, max(BLOCK_BYTES, stream_bytes))
+            span = min(window, stretch)
+        stop = min(end, pos + span)
         if stop - pos > capacity:
             # Sized to what this window needs (a grown window is often capped by
             # the document's end): fresh pages cost more than the decoding.
@@ -731,8 +750,12 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
         truncated = char_offsets[n_chars] < end
         n_pieces, n_consumed = pieces_superbpe(data, words, char_offsets, n_chars, truncated,
                                       piece_offsets, n_pieces)
+        whole = False
         if n_consumed > 0:
             pos = char_offsets[n_consumed]
+            continue
+        if span < window:
+            whole = True
             continue
         # A single piece (or its lookahead) spans the whole window. Where the window ends
         # in a stretch of one class of character that goes on past it (a megabyte of
