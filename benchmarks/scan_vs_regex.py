@@ -2,9 +2,9 @@
 """Throughput of the Numba pre-tokenizer against ``regex.findall``.
 
 For each corpus (~4 MB each: English prose, Russian, Chinese, Python source)
-and each named pattern, times ``compiled_pattern.findall(text)`` and
-``scan_offsets(data, None, name)`` (one document, warm Numba cache, single
-thread), checks that both give the same pieces, and prints a Markdown table
+and each named pattern and SuperBPE's stage-2 pattern ("superbpe"), times
+``compiled_pattern.findall(text)`` and ``scan_offsets(data, None, name)`` (one
+document, warm Numba cache, single thread), checks that both give the same pieces, and prints a Markdown table
 of medians in MB/s of UTF-8 input.  Compile (or cache-load) time of the
 kernel is measured once and reported separately.
 
@@ -33,7 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fastbpe_nb._scanner import class_table, scan_offsets  # noqa: E402
-from fastbpe_nb.pretokenize import NAMED_PATTERNS  # noqa: E402
+from fastbpe_nb.pretokenize import NAMED_PATTERNS, SUPERBPE_PATTERN  # noqa: E402
+
+#: The scanner's patterns: the named ones and SuperBPE's stage-2 regex ("superbpe").
+SCANNED = {**NAMED_PATTERNS, "superbpe": SUPERBPE_PATTERN}
 
 CORPORA = REPO.parent / "shared" / "corpora"
 
@@ -106,19 +109,19 @@ def main() -> int:
 
     t0 = time.perf_counter()
     class_table()
-    for name in NAMED_PATTERNS:
+    for name in SCANNED:
         scan_offsets(b"warm up 'em, 123 \n", None, name)
     warm = time.perf_counter() - t0
 
     print(f"machine: {platform.machine()} {platform.processor() or ''}, Python {platform.python_version()}, "
           f"regex {regex.__version__}, numpy {np.__version__}")
-    print(f"kernel compile or cache load (3 patterns, first call): {warm:.2f} s\n")
+    print(f"kernel compile or cache load ({len(SCANNED)} patterns, first call): {warm:.2f} s\n")
     print("| corpus | MB | pattern | regex.findall MB/s | scanner MB/s | scanner / regex |")
     print("|---|---:|---|---:|---:|---:|")
     for label, data in corpora(n_bytes).items():
         text = data.decode("utf-8")
         mb = len(data) / 1e6
-        for name, pattern in NAMED_PATTERNS.items():
+        for name, pattern in SCANNED.items():
             compiled = regex.compile(pattern)
             expected = [p.encode() for p in compiled.findall(text)]
             piece_offsets, _ = scan_offsets(data, None, name)
