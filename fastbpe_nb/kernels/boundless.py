@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: c8c3b80355a3072c5b578b0245b631d43bed84cb7c41689c7476ac8d404d135f
+#: kernel cache stamp: 128d30ec4b636141cb61c857c5c13ddeef560324eceea397621973c010dea612
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

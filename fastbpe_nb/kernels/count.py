@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: c8c3b80355a3072c5b578b0245b631d43bed84cb7c41689c7476ac8d404d135f
+#: kernel cache stamp: 128d30ec4b636141cb61c857c5c13ddeef560324eceea397621973c010dea612
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -46,7 +46,6 @@ Facts the matchers rely on (all checked by the differential tests):
 import numpy as np
 from numba import njit, prange
 
-from .superbpe_blocks import superbpe_ascii_pieces
 from .ascii_blocks import (BLOCK_BYTES, cl100k_ascii_pieces, gpt2_ascii_pieces,
                            o200k_ascii_pieces)
 from .automata import (
@@ -68,6 +67,7 @@ from .automata import (
     gpt2_class,
     o200k_class,
 )
+from .superbpe_blocks import superbpe_ascii_pieces
 from .unicode_classes import (
     CLS_L,
     CLS_LOWERISH,
