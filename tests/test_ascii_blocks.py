@@ -277,6 +277,9 @@ def test_class_masks_compiled_match_their_definition():
     "x" * 62 + "\u00e9" * 40, "a\u00d7b \u00f7 " * 20,
     "x;\n/\n/y " * 10, "IT'S DON'T we'LL " * 6, "1234567890" * 10, "a" * 60 + "'s" * 10,
     "x" * 60 + "\t'Ll" * 20, "'S" * 70, "\n'VE" * 30, "x" * 61 + "'d'd'd" * 12,
+    # pieces longer than the stretches the blocks hand over (SuperBPE: decoded again, larger)
+    ("/" + "*" * 300 + "/\n int x;\n") * 3, ("  " + "-" * 700 + "\n" + "a b " * 30) * 2,
+    " " * 1000 + "x" + "\u00e9" + "y" * 70, "\n" * 500 + "z" * 100,
 ])
 @pytest.mark.parametrize("name", BLOCK_PATTERNS)
 def test_block_edges_match_regex(name, text):

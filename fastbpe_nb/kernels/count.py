@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: 128d30ec4b636141cb61c857c5c13ddeef560324eceea397621973c010dea612
+#: kernel cache stamp: ab0175848c86b4f2e91d6a4ffc1b98ce480fa9c29ce924fb2f160b3c0a3332f7
 
 
 @njit(cache=True, nogil=True, inline="always")

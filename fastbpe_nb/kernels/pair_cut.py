@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch, table_capacity
-#: kernel cache stamp: 4a7bde028713db316fd1661faf15e729fda0325ebc588b4fe4d9d911a6c7f0b5
+#: kernel cache stamp: d67a43b9ab1f7957fcebf61c9c9e2f75db305bff3845bf48864544d0ee4ee6c1
 #: ``adjacent_pair_counts`` prefetches the table slot of the adjacency this many symbols
 #: ahead of the one it counts.
 PAIR_AHEAD = 32

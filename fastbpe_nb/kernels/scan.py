@@ -717,10 +717,13 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
     # what they leave, a stretch at a time from a piece start, the stretch doubling (up to
     # stream_bytes and the window) while the blocks give little, as in _scan_automaton.
     stretch = BLOCK_BYTES
-    whole = False  # the next window is a whole one (a piece longer than the stretch)
+    retry = 0  # a span to decode from pos again: the last one held no whole piece
     while pos < end and pos < limit:
         span = window
-        if pos + BLOCK_BYTES <= end and not whole:
+        if retry > 0:
+            span = retry
+            retry = 0
+        elif pos + BLOCK_BYTES <= end:
             start = pos
             pos, n_pieces, piece_offsets = superbpe_ascii_pieces(data, pos, end, limit,
                                                                  piece_offsets, n_pieces)
@@ -750,12 +753,13 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
         truncated = char_offsets[n_chars] < end
         n_pieces, n_consumed = pieces_superbpe(data, words, char_offsets, n_chars, truncated,
                                       piece_offsets, n_pieces)
-        whole = False
         if n_consumed > 0:
             pos = char_offsets[n_consumed]
             continue
         if span < window:
-            whole = True
+            # A piece longer than the stretch (a line of 70 '*'): 8x the bytes (not the
+            # whole window, which the slow matcher would then scan to its end).
+            retry = min(window, 8 * span)
             continue
         # A single piece (or its lookahead) spans the whole window. Where the window ends
         # in a stretch of one class of character that goes on past it (a megabyte of
