@@ -194,11 +194,14 @@ def write_corpus(folder: Path, n_files: int, bytes_per_file: int, seed: int = 0,
 
 
 SPECIALS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>"]
-PATTERNS = ("gpt2", "cl100k", "o200k")
+#: The named patterns, and "superbpe": a SuperBPE model (gpt2 to its transition, then its
+#: stage-2 pattern, which it encodes with).
+PATTERNS = ("gpt2", "cl100k", "o200k", "superbpe")
 
 
 def build_models(folder: Path, vocab_size: int = 1200) -> dict[str, Path]:
-    """Train one model per named pattern (with SPECIALS) in a subprocess; return their paths."""
+    """Train one model per pattern of PATTERNS (with SPECIALS) in a subprocess; return
+    their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     corpus = folder / "train.txt"
     corpus.write_text(prose(400_000, seed=99) + code_like(100_000), encoding="utf-8")
@@ -206,8 +209,10 @@ def build_models(folder: Path, vocab_size: int = 1200) -> dict[str, Path]:
     code = f"""
         import fastbpe_nb as fb
         for p in {PATTERNS!r}:
-            tok = fb.train_files([{str(corpus)!r}], vocab_size={vocab_size}, pattern=p,
-                                 special_tokens={SPECIALS!r})
+            superbpe = {{"pattern": "gpt2", "superbpe_transition": {vocab_size - 200}}}
+            tok = fb.train_files([{str(corpus)!r}], vocab_size={vocab_size},
+                                 special_tokens={SPECIALS!r},
+                                 **(superbpe if p == "superbpe" else {{"pattern": p}}))
             tok.save(str({str(folder)!r}) + "/model_" + p + ".json")
             tok.to_tiktoken(str({str(folder)!r}) + "/model_" + p + ".tiktoken")
             tok.to_huggingface(str({str(folder)!r}) + "/model_" + p + ".tokenizer.json")
