@@ -208,7 +208,11 @@ def test_max_memory_is_kept_in_every_phase(tmp_path):
     for budget in (count_peak + (peak - count_peak) // 3, (count_peak + peak) // 2):
         out = train_child(path, vocab, budget)
         assert "MemoryBudgetError" in out["status"], (budget, out)
-        assert "merging" in out["value"] and "max_memory" in out["value"], out
+        # The merge phase begins with the kernel's copy of the word table (its own check,
+        # "copying the word table for the merge kernel"): with the first budget, a third of
+        # the way from the counting peak, that copy may already be what does not fit.
+        assert ("merging" in out["value"] or "for the merge kernel" in out["value"]) \
+            and "max_memory" in out["value"], out
         assert out["peak"] <= budget, f"RSS {out['peak']} passed the budget {budget}: {out}"
     roomy = train_child(path, vocab, int(peak * 1.25))
     assert roomy["status"] == "ok", ("the estimate is more than 25% too high", free, roomy)
