@@ -4,9 +4,9 @@
 For each corpus (~4 MB each: English prose, Russian, Chinese, Python source)
 and each named pattern and SuperBPE's stage-2 pattern ("superbpe"), times
 ``compiled_pattern.findall(text)`` and ``scan_offsets(data, None, name)`` (one
-document, warm Numba cache, single thread), checks that both give the same pieces, and prints a Markdown table
-of medians in MB/s of UTF-8 input.  Compile (or cache-load) time of the
-kernel is measured once and reported separately.
+document, warm Numba cache, single thread), checks that both give the same
+pieces, and prints a Markdown table of medians in MB/s of UTF-8 input.  Compile (or
+cache-load) time of the kernel is measured once and reported separately.
 
 Usage::
 
@@ -33,10 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fastbpe_nb._scanner import class_table, scan_offsets  # noqa: E402
-from fastbpe_nb.pretokenize import NAMED_PATTERNS, SUPERBPE_PATTERN  # noqa: E402
-
-#: The scanner's patterns: the named ones and SuperBPE's stage-2 regex ("superbpe").
-SCANNED = {**NAMED_PATTERNS, "superbpe": SUPERBPE_PATTERN}
+from fastbpe_nb.pretokenize import SCANNED_PATTERNS as SCANNED  # noqa: E402
 
 CORPORA = REPO.parent / "shared" / "corpora"
 

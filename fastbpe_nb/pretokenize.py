@@ -85,6 +85,10 @@ WHITESPACE_WORDS_PATTERN = r"\S+"
 _SUPERBPE_CUTS = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)|[\r\n]+"
 SUPERBPE_PATTERN = _SUPERBPE_CUTS + r"|(?:(?!" + _SUPERBPE_CUTS + r")[\s\S])+"
 
+#: The patterns the Numba scanner splits, by its names for them (``scanner_name``): the
+#: named ones and SuperBPE's stage 2 ("superbpe").
+SCANNED_PATTERNS: dict[str, str] = {**NAMED_PATTERNS, "superbpe": SUPERBPE_PATTERN}
+
 
 def resolve_pattern(pattern: str | None) -> str | None:
     """The canonical form of ``pattern``: a named pattern's name, a regex string, or None.

@@ -3,11 +3,12 @@ SuperBPE's stage-2 ones (``kernels.superbpe_blocks``) against ``regex.findall``.
 
 The scanner finds their pieces of ASCII stretches from bit masks and hands the rest
 (non-ASCII characters, pieces of 63 bytes or more, a document's last 64 bytes) to the
-automaton (SuperBPE: to the windowed matcher; its gaps are followed across blocks). These texts are long enough to hold many blocks, and are built from the parts
-where the mask rules are delicate: whitespace runs before letters, digits and others
-(``\\s+(?!\\S)`` and the ``' ?'`` prefix), contractions (after letters, digits, line breaks,
-spaces and others), kinds changing at every byte, pieces longer than a block, and
-non-ASCII characters at any distance from a block's end.
+automaton (SuperBPE: to the windowed matcher; its gaps are followed across blocks).
+These texts are long enough to hold many blocks, and are built from the parts where the
+mask rules are delicate: whitespace runs before letters, digits and others (``\\s+(?!\\S)``
+and the ``' ?'`` prefix), contractions (after letters, digits, line breaks, spaces and
+others), kinds changing at every byte, pieces longer than a block, and non-ASCII characters
+at any distance from a block's end.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastbpe_nb._scanner import scan_offsets, scan_prefix_offsets
-from fastbpe_nb.pretokenize import NAMED_PATTERNS, SUPERBPE_PATTERN
+from fastbpe_nb.pretokenize import SCANNED_PATTERNS
 
 NOJIT = os.environ.get("NUMBA_DISABLE_JIT") == "1"
 #: The patterns that use the blocks ("superbpe": SuperBPE's stage 2).
 BLOCK_PATTERNS = ["gpt2", "cl100k", "o200k", "superbpe"]
-COMPILED = {name: regex.compile({**NAMED_PATTERNS, "superbpe": SUPERBPE_PATTERN}[name])
-            for name in BLOCK_PATTERNS}
+COMPILED = {name: regex.compile(SCANNED_PATTERNS[name]) for name in BLOCK_PATTERNS}
 HYPOTHESIS = settings(max_examples=100 if NOJIT else 400, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

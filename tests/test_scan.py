@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastbpe_nb._scanner import scan_offsets, split
-from fastbpe_nb.pretokenize import NAMED_PATTERNS, SUPERBPE_PATTERN
+from fastbpe_nb.pretokenize import SCANNED_PATTERNS
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
@@ -29,7 +29,7 @@ NOJIT = os.environ.get("NUMBA_DISABLE_JIT") == "1"
 N_EXAMPLES = 300 if NOJIT else 500
 CORPUS_BYTES = 100_000 if NOJIT else None  # None: whole file
 #: The scanner's patterns by its names: the named ones and SuperBPE's stage 2 ("superbpe").
-SCANNED = {**NAMED_PATTERNS, "superbpe": SUPERBPE_PATTERN}
+SCANNED = SCANNED_PATTERNS
 PATTERN_NAMES = sorted(SCANNED)
 COMPILED = {name: regex.compile(pattern) for name, pattern in SCANNED.items()}
 
