@@ -28,7 +28,7 @@ from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
-#: kernel cache stamp: ab0175848c86b4f2e91d6a4ffc1b98ce480fa9c29ce924fb2f160b3c0a3332f7
+#: kernel cache stamp: 28cac721296f8d926893d0b4549165da6fb5ee30fe170eaa9c5d596b5e8c5aec
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from .hashing import EMPTY, grow, hash_slot, load8, prefetch
 from .scan import SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables
-#: kernel cache stamp: ab0175848c86b4f2e91d6a4ffc1b98ce480fa9c29ce924fb2f160b3c0a3332f7
+#: kernel cache stamp: 28cac721296f8d926893d0b4549165da6fb5ee30fe170eaa9c5d596b5e8c5aec
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch, table_capacity
-#: kernel cache stamp: d67a43b9ab1f7957fcebf61c9c9e2f75db305bff3845bf48864544d0ee4ee6c1
+#: kernel cache stamp: 82814d39c0e61123248deed2bef3af384456f9f8d4cd289f05bb19aa4e4ddf08
 #: ``adjacent_pair_counts`` prefetches the table slot of the adjacency this many symbols
 #: ahead of the one it counts.
 PAIR_AHEAD = 32

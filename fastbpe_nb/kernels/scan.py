@@ -386,6 +386,16 @@ def _window_buffers(pattern_id, window):
     return np.empty(n + N_SENTINELS, dtype=np.uint32), np.empty(n + 1, dtype=np.int64)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _next_stretch(stretch, blocks_took, max_stretch):
+    """The bytes the slower matcher takes next, after the ASCII blocks took ``blocks_took``
+    bytes: back to a block once they took half a block or more, else twice the last
+    stretch, up to ``max_stretch`` (at least a block)."""
+    if blocks_took >= BLOCK_BYTES // 2:
+        return BLOCK_BYTES
+    return min(2 * stretch, max(BLOCK_BYTES, max_stretch))
+
+
 @njit(cache=True, nogil=True)
 def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, piece_offsets,
                     n_pieces, max_stretch):
@@ -421,10 +431,7 @@ def _scan_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2, p
         if pos + BLOCK_BYTES > end:  # the document's last bytes
             return _run_automaton(data, pos, end, limit, pattern_id, tables, stage1, stage2,
                                   piece_offsets, n_pieces)
-        if pos - start >= BLOCK_BYTES // 2:
-            stretch = BLOCK_BYTES
-        else:
-            stretch = min(2 * stretch, max(BLOCK_BYTES, max_stretch))
+        stretch = _next_stretch(stretch, pos - start, max_stretch)
         pos, n_pieces, piece_offsets = _run_automaton(
             data, pos, end, min(limit, pos + stretch), pattern_id, tables, stage1, stage2,
             piece_offsets, n_pieces)
@@ -729,10 +736,7 @@ def _scan_document(data, pos, end, limit, pattern_id, stage1, stage2, tables, wi
                                                                  piece_offsets, n_pieces)
             if pos >= limit or pos + BLOCK_BYTES > end:
                 continue
-            if pos - start >= BLOCK_BYTES // 2:
-                stretch = BLOCK_BYTES
-            else:
-                stretch = min(2 * stretch, max(BLOCK_BYTES, stream_bytes))
+            stretch = _next_stretch(stretch, pos - start, stream_bytes)
             span = min(window, stretch)
         stop = min(end, pos + span)
         if stop - pos > capacity:
