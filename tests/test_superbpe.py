@@ -479,6 +479,32 @@ def test_training_in_a_forked_child():
     assert cut["rows"] >= want[1]["rows"] and cut["symbols"] >= want[1]["symbols"]
 
 
+def _encoded_in_child(model_path, docs):
+    return [ids.tolist() for ids in map(np.asarray,
+                                        fb.load(model_path).encode_batch(docs, num_threads=2))]
+
+
+def test_encoding_in_a_forked_child(tmp_path):
+    """Encoding with a SuperBPE tokenizer pre-tokenizes with the stage-2 pattern: ASCII
+    blocks, the windowed matcher for the rest. A child forked after the parent encoded on
+    its thread pool gets the parent's ids (those of encode_ordinary), and nothing hangs."""
+    import multiprocessing
+
+    from fbtest import CORPORA
+
+    text = (CORPORA / "fortunes_en.txt").read_text(encoding="utf-8")[:60_000]
+    tok = fb.train([text], vocab_size=600, superbpe_transition=450)
+    assert tok.pattern == SUPERBPE_PATTERN
+    docs = [text[i:i + 3_000] + " caf\u00e9 \u4e2d\u6587 " + "*" * 90 + "\n"
+            for i in range(0, len(text), 3_000)]
+    path = str(tmp_path / "superbpe.json")
+    tok.save(path)
+    want = _encoded_in_child(path, docs)
+    assert want == [tok.encode_ordinary(d) for d in docs]
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_encoded_in_child, (path, docs)).get(timeout=600) == want
+
+
 @pytest.mark.parametrize("entry", ["train", "train_files"])
 def test_stage_two_counts_while_stage_one_merges(monkeypatch, tmp_path, entry):
     """With more than one thread and no memory budget, stage 2 counts the corpus in a
