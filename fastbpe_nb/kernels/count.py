@@ -335,14 +335,10 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
     if 2 * (g_n + 1) > n_slots:
         budget[1] += 16 * 2 * n_slots
         n_slots *= 2
-        g_keys = np.full(2 * n_slots, EMPTY, dtype=np.int64)
-        nmask = n_slots - 1
-        for w in range(g_n):
-            i = _key_slot(g_wkey[w]) & nmask
-            while g_keys[2 * i] != EMPTY:
-                i = (i + 1) & nmask
-            g_keys[2 * i] = g_wkey[w]
-            g_keys[2 * i + 1] = w
+        # In the old table's slot order, not the words' order: a slot's keys go to one of
+        # two places in the doubled table (its slot bits gain one), so the writes stream
+        # instead of missing the cache once per word.
+        g_keys = _rehash_slots(g_keys, n_slots, g_wkey[:0])
     mask = n_slots - 1
     i = _key_slot(key) & mask
     while True:

@@ -14,7 +14,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch, table_capacity
-#: kernel cache stamp: 82814d39c0e61123248deed2bef3af384456f9f8d4cd289f05bb19aa4e4ddf08
+#: kernel cache stamp: aa184e9f7e310bdb356f7d6027bea68fc07ff66b026c674c8c4908ac13e00af8
 #: ``adjacent_pair_counts`` prefetches the table slot of the adjacency this many symbols
 #: ahead of the one it counts.
 PAIR_AHEAD = 32
