@@ -424,8 +424,12 @@ def coalesce_batches(batches, max_bytes: int | None = None):
     in thousands of tiny batches; each costs a scanner call, a counting call and Python
     between them (about 0.4 ms), which dominated such inputs (8 s against 0.4 s for the same
     rows in one row group). Batches keep their order and their document boundaries, so
-    counts and first occurrences are unchanged; a batch already over ``max_bytes`` passes
-    through as it is. Memory stays bounded by ``max_bytes`` plus one batch.
+    counts and first occurrences are unchanged. A batch of ``max_bytes`` or more passes
+    through as it is, never copied: the small ones before it are yielded first, joined.
+    (A text file comes as large views of its blocks with a small joint between them, the
+    text around each block boundary; joining a joint to the next block copied the block:
+    80 of 100 MB, and 12,000 fresh pages, in the reader thread beside the counting.)
+    Memory stays bounded by ``max_bytes`` plus one batch.
     """
     from .io.arrow_text import SLICE_BYTES
 
@@ -433,7 +437,10 @@ def coalesce_batches(batches, max_bytes: int | None = None):
     datas, offs, size = [], [], 0
     for data, doc_offsets in batches:
         start, end = int(doc_offsets[0]), int(doc_offsets[-1])
-        if not datas and end - start >= limit:
+        if end - start >= limit:
+            if datas:
+                yield _join_batches(datas, offs)
+                datas, offs, size = [], [], 0
             yield data, doc_offsets
             continue
         datas.append(data[start:end])

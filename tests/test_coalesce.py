@@ -53,6 +53,21 @@ def test_coalesce_keeps_documents_and_order(batches, limit):
     assert len(out) <= max(1, len(shifted))
 
 
+def test_a_large_batch_is_never_copied():
+    # A text file comes as large views of its blocks with small joints between them:
+    # joining a joint to the next block copied the block (80 of 100 MB of a text file).
+    big1, big2 = _batch(["alpha beta " * 40]), _batch(["gamma delta " * 40])
+    joint, tail = _batch(["x y", "z"]), _batch(["w"])
+    out = list(coalesce_batches(iter([big1, joint, big2, tail]), max_bytes=64))
+    assert [_docs_of(*b) for b in out] == [_docs_of(*big1), _docs_of(*joint), _docs_of(*big2),
+                                            _docs_of(*tail)]
+    assert out[0][0] is big1[0] and out[2][0] is big2[0]
+    # Small ones before a large one are still joined, in order.
+    out = list(coalesce_batches(iter([joint, tail, big1]), max_bytes=64))
+    assert len(out) == 2 and out[1][0] is big1[0]
+    assert _docs_of(*out[0]) == _docs_of(*joint) + _docs_of(*tail)
+
+
 def test_read_plan_covers_each_row_group_once(tmp_path):
     rows = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(i % 9)) for i in range(5000)]
     path = tmp_path / "many.parquet"
