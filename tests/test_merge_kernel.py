@@ -31,6 +31,7 @@ from fastbpe_nb.kernels.merge import (
     train_merges,
     word_index_rows,
 )
+from fastbpe_nb.merge_loop import DENSE_BASE
 
 from fbtest import NOJIT
 
@@ -64,11 +65,18 @@ def kernel_merges(words, tie, num_merges, **knobs):
     rows = word_index_rows(len(symbols), len(counts), int(np.diff(offsets).max()))
     nodes = np.empty((rows, 2), knobs.pop("node_type", np.int32))
     progress = np.zeros(N_PROGRESS, np.int64)
-    out = train_merges(symbols, offsets, counts, np.arange(257, dtype=np.int64),
-                       np.arange(256, dtype=np.uint8), np.asarray(ranks, np.int64),
+    # ``extra_base`` > 0: base tokens past the 256 bytes (b"\xff" * 2, * 3 ...: no merge of
+    # the ASCII words makes them): a wider alphabet; the caller shifts the new ids back.
+    extra = knobs.pop("extra_base", 0)
+    base = [bytes([b]) for b in range(256)] + [b"\xff" * (k + 2) for k in range(extra)]
+    tok_off = np.zeros(len(base) + 1, np.int64)
+    np.cumsum([len(b) for b in base], out=tok_off[1:])
+    ranks = list(ranks) + list(range(256, 256 + extra))
+    out = train_merges(symbols, offsets, counts, tok_off,
+                       np.frombuffer(b"".join(base), np.uint8).copy(), np.asarray(ranks, np.int64),
                        TIE_MODES[tie], num_merges, 1 << 40, 1, 1 << 40, progress, nodes,
                        knobs.pop("index_check_rows", 1 << 20), knobs.pop("lookahead", 16),
-                       knobs.pop("heap_floor", 1))
+                       knobs.pop("heap_floor", 1), None, 1, knobs.pop("dense_base", DENSE_BASE))
     assert not knobs, knobs
     events = {name: int(progress[slot]) for name, slot in EVENTS.items()}
     return [a.tolist() for a in out], events
@@ -98,6 +106,24 @@ def test_kernel_paths_learn_the_reference_merges(tie):
             seen[name] += n
     if not NOJIT:  # the cases must keep reaching every path
         assert all(seen.values()), seen
+
+
+@pytest.mark.parametrize("tie", list(TIE_MODES))
+@pytest.mark.parametrize("extra_base, dense_base", [(0, 0), (40, 0), (40, 296), (40, 295)])
+def test_first_pairs_counted_densely_or_by_probing(tie, extra_base, dense_base):
+    """Alphabets up to ``dense_base`` (merge_loop.DENSE_BASE: bytes) count their first pairs
+    in a dense array, wider ones (SuperBPE's stage 2, characters) by probing the pair table
+    as it grows: the reference's merges either way, for the bytes and for 296 base tokens."""
+    for seed, n_words, num_merges in ((1, 1500, 250), (7, 400, 120)):
+        words = zipf_words(seed, n_words // (4 if NOJIT else 1))
+        model = ref.train(words=words, num_merges=num_merges, tie_break=tie)
+        want = [[list(p) for p in model.merges], model.merge_ids, model.merge_counts]
+        (merges, ids, counts), _ = kernel_merges(words, tie, num_merges, extra_base=extra_base,
+                                                 dense_base=dense_base)
+        top = 256 + extra_base
+        back = [[[x - extra_base if x >= top else x for x in m] for m in merges],
+                [x - extra_base for x in ids], counts]
+        assert back == want, (tie, seed)
 
 
 def test_small_heap_floor_and_read_ahead_change_nothing():

@@ -8,7 +8,9 @@ from rel_harness import run_case
 def test_zero_count_words_keep_their_pairs():
     """Words of count 0 first (their pairs are then in the setup's table when it grows and
     is copied: the copy must keep count-0 records, or the word index is built through
-    empty slots), then ordinary words: the kernel learns the ordinary words' merges."""
+    empty slots), then ordinary words: the kernel learns the ordinary words' merges.
+    Counted densely (the byte alphabet) and by probing (``dense_base`` 0): a count-0 pair
+    is a record in both (each run on a copy: the kernel rewrites the symbols)."""
     out = run_case("""
         import sys
         sys.path.insert(0, "tests")
@@ -26,11 +28,13 @@ def test_zero_count_words_keep_their_pairs():
         np.cumsum([len(r) for r in raw], out=offsets[1:])
         counts = np.array(list(mixed.values()), np.int64)
         rows = word_index_rows(len(symbols), len(counts), int(np.diff(offsets).max()))
-        out = train_merges(symbols, offsets, counts, np.arange(257, dtype=np.int64),
-                           np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.int64),
-                           TIE_RANKS, 60, 1 << 40, 1, 1 << 40, np.zeros(3, np.int64),
-                           np.empty((rows, 2), np.int32), 1 << 20)
-        emit([a.tolist() for a in out] == want)
+        got = [[a.tolist() for a in train_merges(
+                   symbols.copy(), offsets, counts, np.arange(257, dtype=np.int64),
+                   np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.int64), TIE_RANKS,
+                   60, 1 << 40, 1, 1 << 40, np.zeros(3, np.int64),
+                   np.empty((rows, 2), np.int32), 1 << 20, 16, 1024, None, 1, dense)]
+               for dense in (256, 0)]
+        emit(got == [want, want])
     """, timeout=300)
     out.check()
     assert out.result is True
