@@ -29,12 +29,19 @@ from .text import UnicodeNormalizer
 from .tokenizer import Tokenizer
 
 #: Stage 2 is first trained cut at the pairs whose count is below this share of the count
-#: of the k-th most frequent pair (k: the merges it is to make). Where the merges it makes
-#: then run below that threshold before they are done (never seen on the shared corpora
-#: at 8k and 16k: the last merge's count was 0.56-1.0x the k-th count), it trains again cut
-#: at a quarter of it, down to ``min_frequency`` (exact whatever the threshold; see
-#: ``train_cut``).
+#: of the k-th most frequent pair (k: the merges it is to make; as the pairs' sketch
+#: estimates it, see ``sketch_threshold``). Where the merges it makes then run below that
+#: threshold before they are done (never seen on the shared corpora at 8k and 16k: the
+#: last merge's count was 0.56-1.0x the k-th count), it trains again cut at a quarter of
+#: it, down to ``min_frequency`` (exact whatever the threshold; see ``train_cut``).
 THRESHOLD_SHARE = 0.5
+#: The pairs' sketch (``kernels.pair_cut.pair_sketch``) has a counter a row for about this
+#: many adjacencies, between 2**10 and 2**21 (8 MiB) a row. On 100 MB of Linux sources
+#: (13 M adjacencies, 1.4 M distinct pairs, 2**20 counters a row) it keeps 672 of the 1.4
+#: M rare pairs uncut (0.2% of their adjacencies): a cut table a little longer, the same
+#: merges. An exact count of the pairs took 0.26 s of CPU, the sketch 0.07.
+SKETCH_ADJACENCIES = 16
+SKETCH_MIN_BITS, SKETCH_MAX_BITS = 10, 21
 #: Stage 2's passes over its words (cutting into segments, gathering ids, cutting at rare
 #: pairs) run on two halves of the words at once from this many words (below it the
 #: thread hop costs more than it saves).
@@ -237,19 +244,19 @@ def train_cut(parts, train, min_count: int, n_base: int, max_merges: int, max_id
     trained again with a quarter of the threshold, down to ``min_count``, the floor of
     every merge (then only pairs that can never be merged are cut).
     """
-    from .kernels.pair_cut import added_pair_counts, adjacent_pair_counts
+    from .kernels.pair_cut import added_sketches, pair_sketch
 
-    # The two halves of the words counted at once, the smaller table added to the larger.
-    tables = sorted(on_parts(lambda k: call_kernel(adjacent_pair_counts, *parts[k]),
-                             len(parts)), key=len)
-    pairs = tables[-1]
-    if len(tables) == 2:
-        pairs = call_kernel(added_pair_counts, tables[1], tables[0])
-    theta = first_threshold(pairs[1::2][pairs[0::2] != -1], min(max_merges, max_ids - n_base),
-                            min_count)
+    # The two halves of the words sketched at once, then added.
+    bits = sketch_bits(sum(len(p[0]) - len(p[2]) for p in parts))
+    sketches = on_parts(lambda k: call_kernel(pair_sketch, *parts[k], bits), len(parts))
+    sketch = sketches[0]
+    if len(sketches) == 2:
+        sketch = call_kernel(added_sketches, sketch, sketches[1])
+    del sketches
+    theta = sketch_threshold(sketch, min(max_merges, max_ids - n_base), min_count)
     runs = 0
     while True:
-        cut = cut_table(parts, pairs, theta)
+        cut = cut_table(parts, sketch, theta)
         merges, merge_ids, merge_counts = train(cut, max(min_count, theta))
         runs += 1
         new_ids = int(np.count_nonzero(np.unique(merge_ids) >= n_base))
@@ -262,21 +269,34 @@ def train_cut(parts, train, min_count: int, n_base: int, max_merges: int, max_id
     return merges, merge_ids, merge_counts
 
 
-def first_threshold(pair_counts: np.ndarray, n_merges: int, min_count: int) -> int:
-    """``THRESHOLD_SHARE`` of the count of the ``n_merges``-th most frequent pair, at
-    least ``min_count`` (which it is when there are no more pairs than merges)."""
-    if n_merges <= 0 or n_merges >= len(pair_counts):
-        return min_count
-    kth = int(np.partition(pair_counts, len(pair_counts) - n_merges)[len(pair_counts) - n_merges])
-    return max(min_count, int(kth * THRESHOLD_SHARE))
+def sketch_bits(n_adjacencies: int) -> int:
+    """log2 of the pairs' sketch's counters a row for a table of ``n_adjacencies``
+    adjacent symbol pairs (``SKETCH_ADJACENCIES`` to a counter, within the bounds)."""
+    need = max(1, n_adjacencies // SKETCH_ADJACENCIES)
+    return min(SKETCH_MAX_BITS, max(SKETCH_MIN_BITS, (need - 1).bit_length()))
 
 
-def cut_table(parts, pairs, theta: int):
+def sketch_threshold(sketch: np.ndarray, n_merges: int, min_count: int) -> int:
+    """``THRESHOLD_SHARE`` of the ``n_merges``-th largest counter of each row of the pairs'
+    sketch, the smaller of the two (about the count of the ``n_merges``-th most frequent
+    pair: a counter holds its pairs' counts added), at least ``min_count`` (which it is
+    when a row has no more counters in use than merges)."""
+    kth = []
+    for row in sketch.reshape(2, -1):
+        used = row[row > 0]
+        if n_merges <= 0 or n_merges >= len(used):
+            return min_count
+        kth.append(int(np.partition(used, len(used) - n_merges)[len(used) - n_merges]))
+    return max(min_count, int(min(kth) * THRESHOLD_SHARE))
+
+
+def cut_table(parts, sketch, theta: int):
     """``(symbols, offsets, counts)`` of the word table (``parts``: one ``(symbols,
     offsets, counts)``, or two, its words' two halves) cut between adjacent symbols whose
-    pair count (``pairs``: ``adjacent_pair_counts``) is below ``theta``; pieces of
-    one symbol dropped, equal pieces one row with their counts added, in order of
-    first appearance (``kernels.pair_cut.cut_rows``, on the two halves at once).
+    pair's smaller counter in ``sketch`` (``kernels.pair_cut.pair_sketch`` of the whole
+    table) is below ``theta``, which makes it rarer than ``theta``; pieces of one symbol
+    dropped, equal pieces one row with their counts added, in order of first appearance
+    (``kernels.pair_cut.cut_rows``, on the two halves at once).
 
     Two halves' rows are put end to end: a piece in both is a row in each (100 MB of Linux
     sources: 609 k rows, 3.14 M symbols, against 550 k and 2.91 M joined). The merges are
@@ -285,11 +305,12 @@ def cut_table(parts, pairs, theta: int):
     repeats one of the first holds no pair that the first did not hold first, before and
     after every merge. Joining them (the second half's rows added to the first's) took
     80-150 ms on one thread, for a table 8% shorter."""
-    from .kernels.pair_cut import cut_rows, frequent_pairs
+    from .kernels.pair_cut import cut_rows, kept_pairs
 
-    # Looked up in a table of the frequent pairs alone (see frequent_pairs).
-    frequent = call_kernel(frequent_pairs, pairs, int(theta))
-    return joined(on_parts(lambda k: call_kernel(cut_rows, *parts[k], frequent, int(theta)),
+    # Looked up in a bit per counter (kept_pairs), which stays in the cache.
+    bitmap = call_kernel(kept_pairs, sketch, int(theta))
+    bits = (len(sketch) // 2).bit_length() - 1
+    return joined(on_parts(lambda k: call_kernel(cut_rows, *parts[k], bitmap, bits),
                            len(parts)), 1)
 
 

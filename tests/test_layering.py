@@ -137,10 +137,10 @@ KERNEL_CONSTANTS = {
         "LOOKUP_AHEAD",
     )),
     *(f"fastbpe_nb.kernels.pair_cut:{name}" for name in (
-        # Prefetch distances of the pair count (in symbols) and of the cut's row look-ups
-        # (pieces found per batch): fixed by memory latency over the time per symbol or
-        # piece, like encode.LOOKAHEAD.
-        "PAIR_AHEAD", "PIECE_BATCH",
+        # The largest value of a pair sketch's uint32 counter; the prefetch distance of
+        # the cut's row look-ups (pieces found per batch): fixed by memory latency over the
+        # time per piece, like encode.LOOKAHEAD.
+        "SKETCH_CAP", "PIECE_BATCH",
     )),
     *(f"fastbpe_nb.kernels.merge:{name}" for name in (
         # Tie-rule codes (merge_loop maps TIE_RULES to them).

@@ -93,13 +93,15 @@ SHARES = [0.25, 1.0, 3.0, 1e9]
 @given(docs=corpora(), tie=st.sampled_from(TIES), transition=st.integers(256, 270),
        extra=st.integers(1, 40), min_frequency=st.integers(0, 3),
        share=st.sampled_from(SHARES), halves=st.booleans(),
-       block_words=st.sampled_from([1, 3, 1 << 18]))
+       block_words=st.sampled_from([1, 3, 1 << 18]), sketch_bits=st.sampled_from([1, 3, 10]))
 def test_any_cut_threshold_gives_the_reference(docs, tie, transition, extra, min_frequency,
-                                               share, halves, block_words):
+                                               share, halves, block_words, sketch_bits):
     """``halves``: stage 2's passes split the words in two halves whatever their number
     (down to halves of no word), as they do on two threads from HALVES_MIN_WORDS words.
     ``block_words``: the counting blocks' tables fill up after so many words, so stage 2's
-    table (``STAGE2_ROWS``: the blocks' tables end to end) repeats words across rounds."""
+    table (``STAGE2_ROWS``: the blocks' tables end to end) repeats words across rounds.
+    ``sketch_bits``: the pairs' sketch has 2, 8 or 1024 counters a row; with few, most
+    counters hold several pairs, and many rare pairs are left uncut."""
     from fastbpe_nb import counting, superbpe
 
     opts = dict(vocab_size=transition + extra, tie_break=tie, min_frequency=min_frequency)
@@ -108,6 +110,8 @@ def test_any_cut_threshold_gives_the_reference(docs, tie, transition, extra, min
         mp.setattr(superbpe, "THRESHOLD_SHARE", share)
         mp.setattr(superbpe, "HALVES_MIN_WORDS", 0 if halves else 1 << 40)
         mp.setattr(counting, "COUNT_BLOCK_WORDS", block_words)
+        mp.setattr(superbpe, "SKETCH_MIN_BITS", sketch_bits)
+        mp.setattr(superbpe, "SKETCH_MAX_BITS", sketch_bits)
         tok = fb.train(docs, superbpe_transition=transition, num_threads=2, **opts)
     assert_same_model(tok, model)
 
@@ -224,18 +228,40 @@ def test_cut_threshold_on_tie_heavy_corpora(monkeypatch, share, tie):
         assert cut["runs"] > 1
 
 
-def cut_by_hand(words, counts, theta):
-    """``(pair counts, {piece: count})``: the words cut at pairs counted below ``theta``,
-    pieces of one symbol dropped, in order of first appearance."""
-    pair_count = {}
+def sketch_cells_by_hand(pair, bits):
+    """The two counters of ``pair`` in a sketch of ``2**bits`` counters a row, in Python
+    integers (``kernels.pair_cut.sketch_cells``' two hashes)."""
+    mask = (1 << bits) - 1
+    h = (pair[0] * 0x9E3779B1) ^ (pair[1] * 0x85EBCA6B)
+    h ^= h >> 29
+    g = (pair[0] * 0xC2B2AE3D) ^ (pair[1] * 0x27D4EB2F)
+    g ^= g >> 31
+    return h & mask, (g & mask) + mask + 1
+
+
+def sketch_by_hand(words, counts, bits):
+    """``(exact pair counts, the pairs' sketch as a list)``: every adjacency adds its word's
+    count to the pair's counter in each row, capped at 2**32 - 1."""
+    pair_count, sketch = {}, [0] * (2 << bits)
     for w, c in zip(words, counts):
         for pair in zip(w, w[1:]):
             pair_count[pair] = pair_count.get(pair, 0) + c
+            for cell in sketch_cells_by_hand(pair, bits):
+                sketch[cell] = min(sketch[cell] + c, 2**32 - 1)
+    return pair_count, sketch
+
+
+def cut_by_hand(words, counts, theta, bits):
+    """``(pair counts, {piece: count})``: the words cut at the pairs one of whose sketch
+    counters is below ``theta`` (so rarer than ``theta``), pieces of one symbol dropped,
+    in order of first appearance."""
+    pair_count, sketch = sketch_by_hand(words, counts, bits)
     want = {}  # piece -> count, in order of first appearance
     for w, c in zip(words, counts):
         piece = w[:1]
         for a, b in zip(w, w[1:]):
-            if pair_count[a, b] < theta:
+            if min(sketch[k] for k in sketch_cells_by_hand((a, b), bits)) < theta:
+                assert pair_count[a, b] < theta  # only rare pairs are cut
                 if len(piece) > 1:
                     want[tuple(piece)] = want.get(tuple(piece), 0) + c
                 piece = []
@@ -245,23 +271,25 @@ def cut_by_hand(words, counts, theta):
     return pair_count, want
 
 
-def cut_by_kernels(words, counts, theta, halves=False):
-    """The cut table of the kernels as ``{piece: count}`` in row order; ``halves``: the two
-    halves of the words cut on two threads and their rows put end to end (as from 16 k
-    words; a piece's rows are then added)."""
+def cut_by_kernels(words, counts, theta, bits, halves=False):
+    """``(the pairs' sketch, the cut table of the kernels as {piece: count} in row
+    order)``; ``halves``: the two halves of the words sketched and cut on two threads,
+    their sketches added and their rows put end to end (as from 16 k words; a piece's rows
+    are then added)."""
     from fastbpe_nb import superbpe
-    from fastbpe_nb.kernels.pair_cut import adjacent_pair_counts
+    from fastbpe_nb.kernels.pair_cut import added_sketches, pair_sketch
 
     symbols = np.array([x for w in words for x in w], dtype=np.int32)
     offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
-    pairs = adjacent_pair_counts(symbols, offsets, np.array(counts, dtype=np.int64))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(superbpe, "HALVES_MIN_WORDS", 0 if halves else 1 << 40)
         counts = np.array(counts, dtype=np.int64)
         parts = [(symbols, offsets[lo:hi + 1], counts[lo:hi])
                  for lo, hi in superbpe.halves(len(counts), num_threads=2)]
         assert len(parts) == (2 if halves else 1)
-        sym, off, cnt = superbpe.cut_table(parts, pairs, theta)
+        sketches = [pair_sketch(*part, bits) for part in parts]
+        sketch = sketches[0] if len(parts) == 1 else added_sketches(*sketches)
+        sym, off, cnt = superbpe.cut_table(parts, sketch, theta)
     assert off[0] == 0 and off[-1] == len(sym) and (np.diff(off) >= 2).all()
     assert sym.dtype == np.int32 and off.dtype == cnt.dtype == np.int64
     got, rows = {}, {}
@@ -271,35 +299,37 @@ def cut_by_kernels(words, counts, theta, halves=False):
         rows[piece] = rows.get(piece, 0) + 1
     # Each piece one row, or with halves one row in each half at most.
     assert max(rows.values(), default=1) <= (2 if halves else 1)
-    return pairs, got
+    return sketch, got
 
 
 @settings(max_examples=200 if not NOJIT else 40, deadline=None)
 @given(words=st.lists(st.lists(st.integers(0, 4), max_size=9), min_size=1, max_size=12),
-       counts=st.lists(st.integers(1, 5), min_size=12, max_size=12), theta=st.integers(1, 8))
-def test_cut_table_equals_cutting_by_hand(words, counts, theta):
+       counts=st.lists(st.integers(1, 5), min_size=12, max_size=12), theta=st.integers(1, 8),
+       bits=st.sampled_from([0, 1, 2, 3, 8]))
+def test_cut_table_equals_cutting_by_hand(words, counts, theta, bits):
+    """With 1 to 256 counters a row: few counters hold several pairs each, and pairs rarer
+    than ``theta`` are then left uncut, which the cut by hand (by the same sketch) does too.
+    """
     counts = counts[:len(words)]
-    pair_count, want = cut_by_hand(words, counts, theta)
-    pairs, got = cut_by_kernels(words, counts, theta)
-    keys, vals = pairs[0::2], pairs[1::2]
-    assert {(k >> 32, k & 0xFFFFFFFF): v for k, v in zip(keys, vals) if k != -1} == pair_count
-    assert 2 * np.count_nonzero(keys != -1) <= len(keys)  # grown when half full
+    pair_count, want = cut_by_hand(words, counts, theta, bits)
+    sketch, got = cut_by_kernels(words, counts, theta, bits)
+    assert sketch.dtype == np.uint32
+    assert sketch.tolist() == sketch_by_hand(words, counts, bits)[1]
+    # The smaller of a pair's counters is at least its count: it is never cut if frequent.
+    for pair, count in pair_count.items():
+        assert min(int(sketch[k]) for k in sketch_cells_by_hand(pair, bits)) >= count
     assert list(got.items()) == list(want.items())
-    assert list(cut_by_kernels(words, counts, theta, halves=True)[1].items()) == list(
-        want.items())
-    # The two halves of the words counted apart (offsets slices), then added.
-    from fastbpe_nb.kernels.pair_cut import added_pair_counts, adjacent_pair_counts
+    halves_sketch, halves_got = cut_by_kernels(words, counts, theta, bits, halves=True)
+    assert list(halves_got.items()) == list(want.items())
+    assert halves_sketch.tolist() == sketch.tolist()  # the halves' sketches, added
 
-    symbols = np.array([x for w in words for x in w], dtype=np.int32)
-    offsets = np.cumsum([0] + [len(w) for w in words]).astype(np.int64)
-    counts = np.array(counts, dtype=np.int64)
-    h = len(words) // 2
-    first = adjacent_pair_counts(symbols, offsets[:h + 1], counts[:h])
-    second = adjacent_pair_counts(symbols, offsets[h:], counts[h:])
-    both = added_pair_counts(first, second)
-    keys, vals = both[0::2], both[1::2]
-    assert {(k >> 32, k & 0xFFFFFFFF): v for k, v in zip(keys, vals) if k != -1} == pair_count
-    assert 2 * np.count_nonzero(keys != -1) <= len(keys)
+
+def test_a_rare_pair_sharing_counters_with_a_frequent_one_is_not_cut():
+    """One counter a row: every pair's counters hold the whole table's count, so nothing is
+    cut, the rare pair (3, 4) included; with enough counters it is cut."""
+    words, counts = [[1, 2, 3], [3, 4]], [5, 1]
+    assert cut_by_kernels(words, counts, 3, 0)[1] == {(1, 2, 3): 5, (3, 4): 1}
+    assert cut_by_kernels(words, counts, 3, 8)[1] == {(1, 2, 3): 5}
 
 
 def test_cut_table_with_many_distinct_pieces():
@@ -311,9 +341,9 @@ def test_cut_table_with_many_distinct_pieces():
     counts = rng.integers(1, 4, len(words)).tolist()
     sizes = []
     for theta in (1, 90, 110):  # no cut; about half the pairs cut; most cut
-        want = cut_by_hand(words, counts, theta)[1]
+        want = cut_by_hand(words, counts, theta, 14)[1]
         for halves in (False, True):
-            got = cut_by_kernels(words, counts, theta, halves)[1]
+            got = cut_by_kernels(words, counts, theta, 14, halves)[1]
             assert list(got.items()) == list(want.items())
         sizes.append(len(got))
     # Uncut, the distinct words; cut, more distinct pieces; cut nearly everywhere, few.
@@ -324,8 +354,10 @@ def test_cut_table_counts_past_float_precision():
     """Counts whose sum passes 2**52 are added as integers (not through float64)."""
     words = [[1, 2, 3], [1, 2], [7, 1, 2], [3, 3]]
     counts = [2**60 + 1, 2**60 + 3, 5, 2**61 + 7]
-    assert cut_by_kernels(words, counts, 2)[1] == cut_by_hand(words, counts, 2)[1]
-    assert cut_by_kernels(words, counts, 2)[1][1, 2] == 2**60 + 3  # not a float64
+    sketch, got = cut_by_kernels(words, counts, 2, 4)
+    assert got == cut_by_hand(words, counts, 2, 4)[1]
+    assert got[1, 2] == 2**60 + 3  # not a float64
+    assert sketch.max() == 2**32 - 1  # the counters stop at their cap, never wrap
 
 
 @settings(max_examples=100 if not NOJIT else 20, deadline=None)

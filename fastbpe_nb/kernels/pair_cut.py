@@ -7,51 +7,46 @@ count is at most that pair's. Every merge down to count ``theta`` is therefore t
 the table with its words cut at those adjacencies. SuperBPE's stage 2 (``superbpe.py``)
 uses this on a table whose words are mostly unique lines: cut at rare adjacencies, the
 pieces repeat, and identical pieces are one row with their counts added.
+
+The cut need not find every rare pair: leaving some uncut keeps the merges the same (the
+argument above holds for any set of cut adjacencies whose pairs are rarer than ``theta``).
+So the pairs are not counted exactly but in a count-min sketch (``pair_sketch``): two rows
+of counters, each pair added to one counter of each row, so that each counter is at least
+the count of every pair in it. A pair one of whose counters is below ``theta`` is rarer
+than ``theta``: only those are cut. The sketch stays in the CPU's cache where an exact
+table of the pairs did not (1.4 M pairs on 100 MB of Linux sources, a miss per adjacency).
 """
 
 import numpy as np
 from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
-from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch, table_capacity
+from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch
 #: kernel cache stamp: aa184e9f7e310bdb356f7d6027bea68fc07ff66b026c674c8c4908ac13e00af8
-#: ``adjacent_pair_counts`` prefetches the table slot of the adjacency this many symbols
-#: ahead of the one it counts.
-PAIR_AHEAD = 32
+#: The largest value of a sketch counter (uint32): a sum that would pass it stays there
+#: (still at least the count of every pair in the counter).
+SKETCH_CAP = 0xFFFFFFFF
 #: ``cut_rows`` finds this many pieces, prefetching their row slots, before it looks them
 #: up.
 PIECE_BATCH = 64
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _slot(table, key):
-    """Slot of ``key`` in an interleaved table (key at ``2 i``, count at ``2 i + 1``), or
-    the empty slot where it belongs."""
-    mask = (table.shape[0] >> 1) - 1
-    i = _mix(key) & mask
-    while True:
-        k = table[2 * i]
-        if k == key or k == EMPTY:
-            return i
-        i = (i + 1) & mask
+@njit(cache=True, nogil=True, inline="always")
+def sketch_cells(key, mask):
+    """The counters of pair ``key`` (``pair_key``), one in each row of a sketch of
+    ``mask + 1`` counters a row: two independent hashes of it (the second row's counter is
+    ``mask + 1`` further on). The products stay below 2**63 (no overflow, compiled or not).
+    """
+    hi = key >> 32
+    lo = key & 0xFFFFFFFF
+    g = (hi * 0xC2B2AE3D) ^ (lo * 0x27D4EB2F)
+    g ^= g >> 31
+    return _mix(key) & mask, (g & mask) + mask + 1
 
 
 @njit(cache=True, nogil=True)
-def _grown(table):
-    """The table with twice the slots, every entry placed again."""
-    out = np.full(2 * table.shape[0], EMPTY, dtype=np.int64)
-    out[1::2] = 0
-    for i in range(table.shape[0] >> 1):
-        if table[2 * i] != EMPTY:
-            j = _slot(out, table[2 * i])
-            out[2 * j] = table[2 * i]
-            out[2 * j + 1] = table[2 * i + 1]
-    return out
-
-
-@njit(cache=True, nogil=True)
-def adjacent_pair_counts(symbols, offsets, counts):
-    """Weighted count of every pair of adjacent symbols inside a word.
+def pair_sketch(symbols, offsets, counts, bits):
+    """Every pair of adjacent symbols inside a word, counted in a count-min sketch.
 
     Parameters
     ----------
@@ -61,143 +56,56 @@ def adjacent_pair_counts(symbols, offsets, counts):
         Word boundaries in ``symbols`` (rising, within it; validated by the caller). A
         slice of a table's offsets serves: the words it spans.
     counts : int64[n_words]
-        How often each word occurs.
+        How often each word occurs (>= 0).
+    bits : int
+        log2 of the counters a row (>= 5).
 
     Returns
     -------
-    table : int64[2 cap]
-        Slot i holds a pair's key ``(left << 32) | right`` at ``2 i`` (``EMPTY``: free) and
-        its count at ``2 i + 1`` (the sum of the counts of the words, once per occurrence
-        in each). At most half the slots are used; key and count share a cache line. It
-        starts at an eighth of the adjacencies, at most 2**21 pairs (64 MiB), and doubles
-        when half full: distinct pairs were a tenth of the adjacencies on 100 MB of code
-        and 4% on 1 GB, where a table sized by the adjacencies took 512 MB per half of the
-        words for 2.8 M pairs (and its first writes cost more than the counting). Starting
-        at 2**18 pairs, 100 MB of code grew it three times (0.04 of 0.3 s).
+    sketch : uint32[2 << bits]
+        Two rows of counters (``sketch_cells``); each adjacency adds its word's count to
+        the pair's counter in each row, up to ``SKETCH_CAP``. A counter is at least the
+        count of every pair in it, so the smaller of a pair's two counters is at least its
+        count.
     """
-    n_words = offsets.shape[0] - 1
-    n_pairs = offsets[n_words] - offsets[0] - n_words  # at most (``offsets`` may be a slice)
-    table = np.full(2 * table_capacity(max(1, min(n_pairs // 8, 1 << 21))), EMPTY,
-                    dtype=np.int64)
-    table[1::2] = 0
-    state = np.zeros(3, dtype=np.int64)  # where the count stopped, and the keys held
-    if n_words > 0:
-        state[1] = offsets[0] + 1
-    while not _pairs_counted(table, symbols, offsets, counts, state):
-        table = _grown(table)
-    return table
+    mask = (1 << bits) - 1
+    sketch = np.zeros(2 << bits, dtype=np.uint32)
+    for w in range(offsets.shape[0] - 1):
+        c = min(counts[w], SKETCH_CAP)
+        for i in range(offsets[w] + 1, offsets[w + 1]):
+            a, b = sketch_cells(pair_key(symbols[i - 1], symbols[i]), mask)
+            sketch[a] = min(np.int64(sketch[a]) + c, SKETCH_CAP)
+            sketch[b] = min(np.int64(sketch[b]) + c, SKETCH_CAP)
+    return sketch
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _pairs_counted(table, symbols, offsets, counts, state):
-    """Count the pairs of ``adjacent_pair_counts`` from word ``state[0]``, symbol
-    ``state[1]`` on (``state[2]``: keys in the table) into ``table`` until done (True) or
-    until a new key would fill it over half (False, ``state`` at that pair: the caller
-    grows the table and calls again). Never allocates, and the table is never reassigned
-    here: a loop that reassigned it at every pair paid an atomic reference count per pair
-    (compiled without reference counting)."""
-    n_words = offsets.shape[0] - 1
-    used = state[2]
-    i = state[1]
-    mask = (table.shape[0] >> 1) - 1
-    # The slot of the adjacency PAIR_AHEAD symbols on is prefetched (across words too: a
-    # hint only): the table outgrows the caches (1.4 M pairs on 100 MB of code), and each
-    # probe waited on memory.
-    ahead = symbols.shape[0] - PAIR_AHEAD
-    for w in range(state[0], n_words):
-        c = counts[w]
-        i = max(i, offsets[w] + 1)
-        while i < offsets[w + 1]:
-            if i < ahead:
-                prefetch(table, 2 * (_mix(pair_key(symbols[i - 1 + PAIR_AHEAD],
-                                                   symbols[i + PAIR_AHEAD])) & mask))
-            key = pair_key(symbols[i - 1], symbols[i])
-            j = _slot(table, key)
-            if table[2 * j] == EMPTY:
-                if 4 * (used + 1) > table.shape[0]:  # over half of the slots
-                    state[0], state[1], state[2] = w, i, used
-                    return False
-                table[2 * j] = key
-                used += 1
-            table[2 * j + 1] += c
-            i += 1
-    return True
+@njit(cache=True, nogil=True)
+def added_sketches(sketch, other):
+    """``other``'s counters added to ``sketch``'s (the same size: the two halves of a
+    table's words sketched on two threads), up to ``SKETCH_CAP``; ``sketch`` is written."""
+    for i in range(sketch.shape[0]):
+        sketch[i] = min(np.int64(sketch[i]) + np.int64(other[i]), SKETCH_CAP)
+    return sketch
+
+
+@njit(cache=True, nogil=True)
+def kept_pairs(sketch, theta):
+    """A bit per counter of ``sketch`` (``pair_sketch``): whether it is ``theta`` or more,
+    32 to an int64 (bit ``i & 31`` of word ``i >> 5``). ``cut_rows`` keeps the adjacencies
+    of a pair whose two counters are both set; a bitmap of 2**21 counters is 512 KiB, which
+    the cache holds where the counters did not."""
+    bitmap = np.zeros((sketch.shape[0] + 31) >> 5, dtype=np.int64)
+    for i in range(sketch.shape[0]):
+        if sketch[i] >= theta:
+            bitmap[i >> 5] |= np.int64(1) << (i & 31)
+    return bitmap
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _added(table, key, count, used):
-    """``(table, used)``: ``count`` added to ``key``'s slot (taken if the key is new; the
-    table grown first when that would fill over half of it), ``used`` the keys it holds.
-    Inlined: a call per pair that takes the array costs its reference counting."""
-    j = _slot(table, key)
-    if table[2 * j] == EMPTY:
-        if 4 * (used + 1) > table.shape[0]:  # over half of the slots
-            table = _grown(table)
-            j = _slot(table, key)
-        table[2 * j] = key
-        used += 1
-    table[2 * j + 1] += count
-    return table, used
-
-
-@njit(cache=True, nogil=True)
-def added_pair_counts(table, other):
-    """``table`` with the counts of ``other`` added (both in ``adjacent_pair_counts``'
-    layout: the two halves of a table's words counted on two threads); grown, like it,
-    when half full.
-
-    Parameters
-    ----------
-    table, other : int64[2 cap], int64[2 cap']
-        Interleaved ``(key, count)`` slots, ``EMPTY`` keys free. ``table`` is written.
-
-    Returns
-    -------
-    int64[2 cap'']
-        ``table`` itself, or a grown copy.
-    """
-    used = 0
-    for i in range(table.shape[0] >> 1):
-        used += table[2 * i] != EMPTY
-    for i in range(other.shape[0] >> 1):
-        if other[2 * i] != EMPTY:
-            table, used = _added(table, other[2 * i], other[2 * i + 1], used)
-    return table
-
-
-@njit(cache=True, nogil=True)
-def frequent_pairs(table, theta):
-    """The pairs of ``table`` (``adjacent_pair_counts``) counted ``theta`` times or more, in
-    a table of the same layout sized for them alone (at most half full).
-
-    ``cut_rows`` looks every adjacency up: in the whole table (tens of MB for 100 MB
-    of code, a cache miss per look-up) that cost as much as counting the pairs, while the
-    pairs it keeps are a few percent of them and fit in the CPU's cache. A pair missing
-    here reads as count 0, below any ``theta >= 1``, as it should.
-
-    Parameters
-    ----------
-    table : int64[2 cap]
-        Interleaved ``(key, count)`` slots, ``EMPTY`` keys free.
-    theta : int
-        The least count kept.
-
-    Returns
-    -------
-    int64[2 cap']
-        The same layout; free slots hold count 0.
-    """
-    n = 0
-    for i in range(table.shape[0] >> 1):
-        if table[2 * i] != EMPTY and table[2 * i + 1] >= theta:
-            n += 1
-    out = np.full(2 * table_capacity(n), EMPTY, dtype=np.int64)
-    out[1::2] = 0
-    used = 0  # sized for them: never grows
-    for i in range(table.shape[0] >> 1):
-        if table[2 * i] != EMPTY and table[2 * i + 1] >= theta:
-            out, used = _added(out, table[2 * i], table[2 * i + 1], used)
-    return out
+def _kept(bitmap, key, mask):
+    """Whether both counters of pair ``key`` are set in ``bitmap`` (``kept_pairs``)."""
+    a, b = sketch_cells(key, mask)
+    return ((bitmap[a >> 5] >> (a & 31)) & (bitmap[b >> 5] >> (b & 31)) & 1) != 0
 
 
 @njit(cache=True, nogil=True)
@@ -215,10 +123,11 @@ def _symbols_hash(symbols, start, end):
 
 
 @njit(cache=True, nogil=True)
-def cut_rows(symbols, offsets, counts, table, theta):
-    """The words cut between adjacent symbols whose pair count is below ``theta``, pieces
-    of one symbol dropped, equal pieces one row with their counts added, rows in order of
-    first appearance: the cut table itself. (Before, every kept piece was copied out and
+def cut_rows(symbols, offsets, counts, bitmap, bits):
+    """The words cut between adjacent symbols whose pair is not kept (``kept_pairs``: one of
+    its sketch counters below the threshold), pieces of one symbol dropped, equal pieces
+    one row with their counts added, rows in order of first appearance: the cut table
+    itself. (Before, every kept piece was copied out and
     Arrow's ``dictionary_encode`` merged equal ones: on 1 GB of code the copy held 56 M
     symbols for 2.7 M distinct rows of 17 M.)
 
@@ -238,11 +147,10 @@ def cut_rows(symbols, offsets, counts, table, theta):
         slice of a table's offsets serves: the words it spans.
     counts : int64[n_words]
         How often each word occurs.
-    table : int64[2 cap]
-        Interleaved ``(key, count)`` pair slots (``frequent_pairs``; a pair that is
-        missing reads as count 0).
-    theta : int
-        Pairs counted fewer times are cut (at least 1).
+    bitmap : int64[(2 << bits) / 32]
+        ``kept_pairs``' bits of the pairs' sketch.
+    bits : int
+        log2 of the sketch's counters a row.
 
     Returns
     -------
@@ -261,8 +169,8 @@ def cut_rows(symbols, offsets, counts, table, theta):
     # buffered piece, buffered pieces)
     state = np.array([0, -1, 0, 0, 0, 0, 0], dtype=np.int64)
     pieces = np.empty(4 * PIECE_BATCH, dtype=np.int64)
-    while not _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table,
-                               theta, state, pieces):
+    while not _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, bitmap,
+                               (1 << bits) - 1, state, pieces):
         n_rows, at, n = state[3], state[4], pieces[4 * state[5] + 1]
         if 2 * (n_rows + 1) > slots.shape[0] // 4:
             slots = _doubled_row_slots(slots)
@@ -274,8 +182,8 @@ def cut_rows(symbols, offsets, counts, table, theta):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, theta, state,
-                     pieces):
+def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, bitmap, sketch_mask,
+                     state, pieces):
     """``cut_rows``' pass from where ``state`` says until done (True) or until a new row
     needs room that the arrays lack (False, ``state[5]`` at that piece: the caller grows
     them and calls again). Never allocates, and no array is reassigned here: a loop that
@@ -291,7 +199,8 @@ def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, 
     at = state[4]
     while True:
         if state[5] == state[6]:
-            if not _next_pieces(symbols, offsets, counts, table, theta, state, pieces, slots):
+            if not _next_pieces(symbols, offsets, counts, bitmap, sketch_mask, state, pieces,
+                                slots):
                 break
         for k in range(state[5], state[6]):
             start = pieces[4 * k]
@@ -330,7 +239,7 @@ def _rows_until_full(rows, row_offsets, slots, symbols, offsets, counts, table, 
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _next_pieces(symbols, offsets, counts, table, theta, state, pieces, slots):
+def _next_pieces(symbols, offsets, counts, bitmap, sketch_mask, state, pieces, slots):
     """Up to ``PIECE_BATCH`` more pieces of two symbols or more, from word ``state[0]`` at
     ``state[1:3]`` (piece start, or -1 at the word's start; cut point), into ``pieces``
     (start, length, count, key: a piece of two symbols is the pair itself, a longer one a
@@ -351,8 +260,7 @@ def _next_pieces(symbols, offsets, counts, table, theta, state, pieces, slots):
         b = offsets[w + 1]
         c = counts[w]
         while i <= b and found < PIECE_BATCH:
-            if i < b and table[2 * _slot(table, pair_key(symbols[i - 1], symbols[i])) + 1] \
-                    >= theta:
+            if i < b and _kept(bitmap, pair_key(symbols[i - 1], symbols[i]), sketch_mask):
                 i += 1
                 continue
             n = i - start
