@@ -36,12 +36,15 @@ from .tokenizer import Tokenizer
 #: it, down to ``min_frequency`` (exact whatever the threshold; see ``train_cut``).
 THRESHOLD_SHARE = 0.5
 #: The pairs' sketch (``kernels.pair_cut.pair_sketch``) has a counter a row for about this
-#: many adjacencies, between 2**10 and 2**21 (8 MiB) a row. On 100 MB of Linux sources
-#: (13 M adjacencies, 1.4 M distinct pairs, 2**20 counters a row) it keeps 672 of the 1.4
-#: M rare pairs uncut (0.2% of their adjacencies): a cut table a little longer, the same
-#: merges. An exact count of the pairs took 0.26 s of CPU, the sketch 0.07.
-SKETCH_ADJACENCIES = 16
-SKETCH_MIN_BITS, SKETCH_MAX_BITS = 10, 21
+#: many adjacencies, between 2**10 and 2**20 (4 MiB) a row. The threshold grows with the
+#: corpus as the adjacencies do, so a sketch of fixed size stays as exact: on the Linux
+#: sources (vocab 32768, transition 24576) 2**19 and 2**20 counters a row leave 0.2-0.5% of
+#: the rare pairs' adjacencies uncut, and the cut table is 3.11 M symbols at 100 MB and
+#: 23.9-24.0 M at 1.2 GB whether the sketch has 2**19, 2**20 or 2**21 counters a row (2**18:
+#: 24.2 M); 2**21 took 0.89 s a half at 1.2 GB against 0.52 for 2**20 (cache misses).
+#: An exact count of the pairs took 0.26 s of CPU at 100 MB, the sketch 0.05-0.06.
+SKETCH_ADJACENCIES = 32
+SKETCH_MIN_BITS, SKETCH_MAX_BITS = 10, 20
 #: Stage 2's passes over its words (cutting into segments, gathering ids, cutting at rare
 #: pairs) run on two halves of the words at once from this many words (below it the
 #: thread hop costs more than it saves).
