@@ -58,7 +58,7 @@ def pair_sketch(symbols, offsets, counts, bits):
     counts : int64[n_words]
         How often each word occurs (>= 0).
     bits : int
-        log2 of the counters a row (>= 5).
+        log2 of the counters a row (>= 0).
 
     Returns
     -------
