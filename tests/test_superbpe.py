@@ -354,10 +354,14 @@ def test_cut_table_counts_past_float_precision():
     """Counts whose sum passes 2**52 are added as integers (not through float64)."""
     words = [[1, 2, 3], [1, 2], [7, 1, 2], [3, 3]]
     counts = [2**60 + 1, 2**60 + 3, 5, 2**61 + 7]
-    sketch, got = cut_by_kernels(words, counts, 2, 4)
-    assert got == cut_by_hand(words, counts, 2, 4)[1]
-    assert got[1, 2] == 2**60 + 3  # not a float64
-    assert sketch.max() == 2**32 - 1  # the counters stop at their cap, never wrap
+    for halves in (False, True):  # (two halves: their full counters added stay full)
+        sketch, got = cut_by_kernels(words, counts, 2, 4, halves)
+        assert got == cut_by_hand(words, counts, 2, 4)[1]
+        assert got[1, 2] == 2**60 + 3  # not a float64
+        assert sketch.max() == 2**32 - 1  # the counters stop at their cap, never wrap
+    # A full counter of one half plus the other half's: still full, the pair kept.
+    words, counts = [[1, 2], [1, 2]], [2**40, 10]
+    assert cut_by_kernels(words, counts, 100, 4, halves=True)[1] == {(1, 2): 2**40 + 10}
 
 
 @settings(max_examples=100 if not NOJIT else 20, deadline=None)
