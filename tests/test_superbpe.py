@@ -260,7 +260,8 @@ def cut_by_hand(words, counts, theta, bits):
     for w, c in zip(words, counts):
         piece = w[:1]
         for a, b in zip(w, w[1:]):
-            if min(sketch[k] for k in sketch_cells_by_hand((a, b), bits)) < theta:
+            if min(sketch[k] for k in sketch_cells_by_hand((a, b), bits)) < min(theta,
+                                                                              2**32 - 1):
                 assert pair_count[a, b] < theta  # only rare pairs are cut
                 if len(piece) > 1:
                     want[tuple(piece)] = want.get(tuple(piece), 0) + c
@@ -359,6 +360,8 @@ def test_cut_table_counts_past_float_precision():
         assert got == cut_by_hand(words, counts, 2, 4)[1]
         assert got[1, 2] == 2**60 + 3  # not a float64
         assert sketch.max() == 2**32 - 1  # the counters stop at their cap, never wrap
+    # A full counter is at least any threshold: its pair is kept even above 2**32.
+    assert cut_by_kernels([[1, 2]], [2**40], 2**35, 4)[1] == {(1, 2): 2**40}
     # A full counter of one half plus the other half's: still full, the pair kept.
     words, counts = [[1, 2], [1, 2]], [2**40, 10]
     assert cut_by_kernels(words, counts, 100, 4, halves=True)[1] == {(1, 2): 2**40 + 10}

@@ -91,12 +91,13 @@ def added_sketches(sketch, other):
 @njit(cache=True, nogil=True)
 def kept_pairs(sketch, theta):
     """A bit per counter of ``sketch`` (``pair_sketch``): whether it is ``theta`` or more,
-    32 to an int64 (bit ``i & 31`` of word ``i >> 5``). ``cut_rows`` keeps the adjacencies
-    of a pair whose two counters are both set; a bitmap of 2**21 counters is 512 KiB, which
-    the cache holds where the counters did not."""
+    or full (``SKETCH_CAP``: its pairs may count more than any ``theta``), 32 to an int64
+    (bit ``i & 31`` of word ``i >> 5``). ``cut_rows`` keeps the adjacencies of a pair whose
+    two counters are both set; a bitmap of 2**21 counters is 512 KiB, which the cache holds
+    where the counters did not."""
     bitmap = np.zeros((sketch.shape[0] + 31) >> 5, dtype=np.int64)
     for i in range(sketch.shape[0]):
-        if sketch[i] >= theta:
+        if sketch[i] >= theta or sketch[i] == SKETCH_CAP:
             bitmap[i >> 5] |= np.int64(1) << (i & 31)
     return bitmap
 
