@@ -81,8 +81,19 @@ def pair_sketch(symbols, offsets, counts, bits):
 
 @njit(cache=True, nogil=True)
 def added_sketches(sketch, other):
-    """``other``'s counters added to ``sketch``'s (the same size: the two halves of a
-    table's words sketched on two threads), up to ``SKETCH_CAP``; ``sketch`` is written."""
+    """``other``'s counters added to ``sketch``'s, up to ``SKETCH_CAP`` (the two halves of
+    a table's words sketched on two threads).
+
+    Parameters
+    ----------
+    sketch, other : uint32[2 << bits]
+        ``pair_sketch``'s of the same ``bits``; ``sketch`` is written.
+
+    Returns
+    -------
+    uint32[2 << bits]
+        ``sketch`` itself.
+    """
     for i in range(sketch.shape[0]):
         sketch[i] = min(np.int64(sketch[i]) + np.int64(other[i]), SKETCH_CAP)
     return sketch
@@ -90,11 +101,23 @@ def added_sketches(sketch, other):
 
 @njit(cache=True, nogil=True)
 def kept_pairs(sketch, theta):
-    """A bit per counter of ``sketch`` (``pair_sketch``): whether it is ``theta`` or more,
-    or full (``SKETCH_CAP``: its pairs may count more than any ``theta``), 32 to an int64
-    (bit ``i & 31`` of word ``i >> 5``). ``cut_rows`` keeps the adjacencies of a pair whose
-    two counters are both set; a bitmap of 2**21 counters is 512 KiB, which the cache holds
-    where the counters did not."""
+    """A bit per counter of ``sketch``: whether it is ``theta`` or more, or full
+    (``SKETCH_CAP``: its pairs may count more than any ``theta``). ``cut_rows`` keeps the
+    adjacencies of a pair whose two counters are both set; a bitmap of 2**21 counters is
+    512 KiB, which the cache holds where the counters did not.
+
+    Parameters
+    ----------
+    sketch : uint32[2 << bits]
+        ``pair_sketch``'s counters (of the whole table).
+    theta : int
+        The least count kept.
+
+    Returns
+    -------
+    int64[(2 << bits) / 32, rounded up]
+        32 bits to a word: counter ``i`` is bit ``i & 31`` of word ``i >> 5``.
+    """
     bitmap = np.zeros((sketch.shape[0] + 31) >> 5, dtype=np.int64)
     for i in range(sketch.shape[0]):
         if sketch[i] >= theta or sketch[i] == SKETCH_CAP:
