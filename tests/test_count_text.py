@@ -53,14 +53,14 @@ def _state(counter):
 
 
 def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial=False,
-              counter=None):
+              counter=None, start_slots=4096):
     """Call the kernels directly (any n_blocks), into ``counter`` (a fresh one by default):
     the words already in a non-empty table are looked up first, as ``add_batch`` does."""
     counter = counter or WordCounter(pattern)
     stage1, stage2 = class_table()
     kernel = count_text_blocks_serial if serial else count_text_blocks
     scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
-            scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes)
+            scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes, start_slots)
     bounds, done, *tables = kernel(*scan, n_blocks, block_words)
     known = np.empty(0, np.int64)
     if counter._n > 0:
@@ -86,12 +86,13 @@ def _two_step(data, offsets, pattern, counter=None):
 @given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
        n_blocks=st.integers(1, 9), block_words=st.integers(1, 40),
        chunk_bytes=st.integers(1, 80), serial=st.booleans(), split=st.integers(0, 6),
-       small=st.booleans())
+       small=st.booleans(), start_slots=st.sampled_from([2, 4, 64, 4096]))
 def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, chunk_bytes,
-                                        serial, split, small):
+                                        serial, split, small, start_slots):
     """In one or two batches (the second's words partly in the table: looked up first).
     ``small``: the global table starts at 2 slots, so it doubles (rehashing in slot order,
-    clusters wrapping around its end) every few words."""
+    clusters wrapping around its end) every few words. ``start_slots``: the private
+    tables start that small, and double as often."""
     counter = None
     if small:
         counter = WordCounter(pattern)
@@ -99,7 +100,7 @@ def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, ch
     for batch in (docs[:split], docs[split:]):
         if batch:
             counter = _one_pass(*_batch(batch), pattern, n_blocks, block_words, chunk_bytes,
-                                serial, counter)
+                                serial, counter, start_slots)
     want = ref.count_words(docs, pattern)
     words, counts, n_pieces = _state(counter)
     assert [w.decode() for w in words] == list(want)  # first-occurrence order
@@ -110,16 +111,16 @@ def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, ch
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
        n_blocks=st.integers(1, 9), block_words=st.integers(1, 40),
-       chunk_bytes=st.integers(1, 80))
+       chunk_bytes=st.integers(1, 80), start_slots=st.sampled_from([2, 8, 4096]))
 def test_block_rows_are_the_table_with_repeats(docs, pattern, n_blocks, block_words,
-                                               chunk_bytes):
+                                               chunk_bytes, start_slots):
     """``block_rows`` (WordCounter(merge_blocks=False)): the blocks' tables end to end. Its
     rows, each word's counts summed in the order of its first row, are the reference's
     table; a word is at most one row per block and round; every piece is counted once."""
     data, offsets = _batch(docs)
     stage1, stage2 = class_table()
     scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
-            scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes)
+            scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes, start_slots)
     bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words)
     words, row_offsets, counts, n_pieces = block_rows(data, offsets, bounds, done, *scan[2:],
                                                       block_words, *tables)
@@ -308,3 +309,60 @@ def test_batches_counted_in_a_forked_child():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         got = pool.apply_async(_count_in_batches, (batches,)).get(timeout=600)
     assert got == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(block_bytes=st.floats(0, 1e10), words_per_byte=st.floats(0, 2),
+       block_words=st.integers(1, 1 << 20))
+def test_start_slots_are_a_power_of_two_for_the_words_expected(block_bytes, words_per_byte,
+                                                               block_words):
+    from fastbpe_nb.counting import COUNT_MIN_SLOTS
+
+    counter = WordCounter("gpt2")
+    counter._words_per_byte = words_per_byte
+    slots = counter.start_slots(block_bytes, block_words)
+    expected = min(block_words, int(block_bytes * words_per_byte) + 1)
+    assert slots & (slots - 1) == 0
+    assert slots >= max(COUNT_MIN_SLOTS, 2 * expected)  # the words expected at half load
+    assert slots == COUNT_MIN_SLOTS or slots < 4 * expected  # and not more than that
+
+
+def test_private_tables_start_at_the_last_batch_s_rate(monkeypatch):
+    """Each block's first slots are sized from the last large batch's words per byte (a
+    batch of new words, then one of repeats, then new words again): the kernels get those
+    sizes, and the counts are the reference's whatever the start."""
+    import random
+
+    from fastbpe_nb import counting
+
+    monkeypatch.setattr(counting, "RATE_MIN_BYTES", 1 << 12)
+    seen = []
+    real = counting.WordCounter.start_slots
+
+    def spy(self, block_bytes, block_words):
+        seen.append((self._words_per_byte, real(self, block_bytes, block_words)))
+        return seen[-1][1]
+
+    monkeypatch.setattr(counting.WordCounter, "start_slots", spy)
+    rng = random.Random(5)
+    new = [" ".join("".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(9000))]
+    repeats = [" the cat and the hat" * 2000]
+    more_new = [" ".join("".join(rng.choice("klmnopqrst") for _ in range(6))
+                         for _ in range(9000))]
+    counter = WordCounter("gpt2", num_threads=1)
+    for docs in (new, repeats, more_new):
+        counter.add_batch(*_batch(docs))
+    words, counts, n_pieces = _state(counter)
+    want = ref.count_words(new + repeats + more_new, "gpt2")
+    assert [w.decode() for w in words] == list(want) and counts == list(want.values())
+    (rate1, first), (rate2, second), (rate3, third) = seen
+    assert rate1 == 1 / counting.FIRST_BYTES_PER_WORD and first == 4096  # 63 KB / 64
+    assert rate2 > 0.1 and second == 16384  # ~9,000 new words in 63 KB: 2 x 9,000 slots
+    assert rate3 < 1e-3 and third == counting.COUNT_MIN_SLOTS  # after repeats
+
+
+@pytest.mark.parametrize("start_slots", [0, 1, 3, 4095])
+def test_start_slots_not_a_power_of_two_are_refused(start_slots):
+    data, offsets = _batch(["the cat"])
+    with pytest.raises(ValueError, match="power of two"):
+        _one_pass(data, offsets, "gpt2", 1, 8, 16, start_slots=start_slots)

@@ -380,8 +380,8 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
 
 @njit(cache=True, nogil=True)
 def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tables,
-                 window_bytes, stream_bytes, chunk_bytes, u_start, u_end, u_count, u_first,
-                 u_key):
+                 window_bytes, stream_bytes, chunk_bytes, start_slots, u_start, u_end, u_count,
+                 u_first, u_key):
     """Scan the bytes ``pos .. hi`` (documents from ``d`` on, each cut to the range) and
     count their pieces into a private table, until it holds ``u_start.shape[0]`` words.
 
@@ -390,7 +390,8 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tabl
     ``(word << 32) | count`` side by side (``slots[2 i]``, ``slots[2 i + 1]``), so a piece
     seen before costs one cache line. For each unique piece ``u_start``/``u_end`` hold its
     bytes in ``data``, ``u_count`` its count, ``u_first`` the ordinal of its first
-    occurrence among the pieces counted by this call, ``u_key`` its ``_piece_key``.
+    occurrence among the pieces counted by this call, ``u_key`` its ``_piece_key``. The
+    slots start at ``start_slots`` (a power of two >= 2) and double at half full.
 
     Returns
     -------
@@ -403,7 +404,7 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tabl
     window = window_bytes
     words, char_offsets = _window_buffers(pattern_id, window)
     pieces = np.empty(chunk_bytes + window + SCAN_SLACK, dtype=np.int64)
-    n_slots = 1 << 12
+    n_slots = start_slots
     slots = np.full(2 * n_slots, EMPTY, dtype=np.int64)
     u_slot = np.empty(cap, dtype=np.int64)  # where each word's count is (u_count at the end)
     mask = n_slots - 1
@@ -586,9 +587,16 @@ def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known
     return j
 
 
+@njit(cache=True, nogil=True)
+def _check_start_slots(start_slots):
+    """A private table's first slot count must be a power of two >= 2 (its mask)."""
+    if start_slots < 2 or (start_slots & (start_slots - 1)) != 0:
+        raise ValueError("start_slots must be a power of two >= 2")
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
-                      stream_bytes, chunk_bytes, n_blocks, block_words):
+                      stream_bytes, chunk_bytes, start_slots, n_blocks, block_words):
     """Pre-tokenize a batch with a named pattern and count its pieces, in one pass: the
     batch's blocks are scanned and counted in parallel into private tables, which
     ``merge_text_blocks`` then adds to the global table (the caller may check its memory
@@ -604,6 +612,10 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, tables, win
         As ``kernels.scan.scan_batch``.
     chunk_bytes : int
         Bytes of text scanned between counting passes (``>= 1``).
+    start_slots : int
+        Hash slots a block's private table starts with (a power of two, ``>= 2``; it
+        doubles at half full): ``WordCounter`` passes about twice the words it expects a
+        block to hold, from the batches before, so that the table seldom doubles.
     n_blocks : int
         Byte ranges counted in parallel (``>= 1``; cut by ``_plan_blocks``; each under
         2**31 bytes, so that a block's counts fit their 32-bit field).
@@ -623,40 +635,43 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, tables, win
     """
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
     check_scanner_tables(tables)
+    _check_start_slots(start_slots)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in prange(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
-                        tables, window_bytes, stream_bytes, chunk_bytes, block_words,
+                        tables, window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
                         u_start, u_end, u_count, u_first, u_key, done)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
 
 
 @njit(cache=True, nogil=True)
 def count_text_blocks_serial(data, doc_offsets, pattern_id, stage1, stage2, tables,
-                             window_bytes, stream_bytes, chunk_bytes, n_blocks, block_words):
+                             window_bytes, stream_bytes, chunk_bytes, start_slots, n_blocks,
+                             block_words):
     """``count_text_blocks`` on the calling thread only (a forked child, see
     ``parallel.py``). Same parameters and results."""
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
     check_scanner_tables(tables)
+    _check_start_slots(start_slots)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
     for b in range(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
-                        tables, window_bytes, stream_bytes, chunk_bytes, block_words,
+                        tables, window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
                         u_start, u_end, u_count, u_first, u_key, done)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
 
 
 @njit(cache=True, nogil=True)
 def _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
-                    tables, window_bytes, stream_bytes, chunk_bytes, block_words, u_start,
-                    u_end, u_count, u_first, u_key, done):
+                    tables, window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
+                    u_start, u_end, u_count, u_first, u_key, done):
     """Count block ``b`` into its own slices of the private tables and its row of ``done``
     (no sharing)."""
     lo = b * block_words
     hi = lo + block_words
     done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
         data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1, stage2,
-        tables, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi], u_end[lo:hi],
+        tables, window_bytes, stream_bytes, chunk_bytes, start_slots, u_start[lo:hi], u_end[lo:hi],
         u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
 
 
@@ -761,9 +776,9 @@ def _look_up_range(data, n_unique, u_start, u_end, u_key, g_keys, g_store, g_off
 
 @njit(cache=True, nogil=True)
 def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tables,
-                      window_bytes, stream_bytes, chunk_bytes, block_words, u_start, u_end,
-                      u_count, u_first, u_key, known, first_index, g_keys, g_store, g_store_len,
-                      g_off, g_count, g_first, g_wkey, g_n, budget):
+                      window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
+                      u_start, u_end, u_count, u_first, u_key, known, first_index, g_keys,
+                      g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget):
     """Add the private tables of ``count_text_blocks`` to the global table, in block order
     (a word's first occurrence is in the earliest block that has it); a block whose table
     filled up counts the rest of its range here, a table at a time, before the next block
@@ -771,7 +786,7 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
 
     Parameters
     ----------
-    data ... chunk_bytes
+    data ... start_slots
         As given to ``count_text_blocks``.
     bounds, done, u_start, u_end, u_count, u_first, u_key
         Its results (``block_words`` as given to it).
@@ -791,6 +806,7 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
         ``count_batch``'s results, then the number of pieces counted.
     """
     check_scanner_tables(tables)
+    _check_start_slots(start_slots)
     n_pieces = 0
     for b in range(done.shape[0]):
         lo = b * block_words
@@ -811,15 +827,15 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
                 break
             n_unique, n, d, pos = _count_range(
                 data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
-                tables, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+                tables, window_bytes, stream_bytes, chunk_bytes, start_slots, u_start[lo:hi],
                 u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
 
 
 @njit(cache=True, nogil=True)
 def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tables,
-               window_bytes, stream_bytes, chunk_bytes, block_words, u_start, u_end, u_count,
-               u_first, u_key):
+               window_bytes, stream_bytes, chunk_bytes, start_slots, block_words, u_start,
+               u_end, u_count, u_first, u_key):
     """The private tables of ``count_text_blocks`` as rows, end to end in block order,
     without a global table: a word counted in several blocks is a row in each. A block
     whose table filled up counts the rest of its range here, a table at a time (its rows
@@ -829,7 +845,7 @@ def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tabl
 
     Parameters
     ----------
-    data ... block_words, u_start, u_end, u_count, u_first, u_key
+    data ... start_slots, block_words, u_start, u_end, u_count, u_first, u_key
         As given to and returned by ``count_text_blocks`` (the tables are reused for a
         block's further rounds).
 
@@ -864,6 +880,7 @@ def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tabl
     r = 0
     n_pieces = 0
     check_scanner_tables(tables)
+    _check_start_slots(start_slots)
     for b in range(n_blocks):
         lo = b * block_words
         hi = lo + block_words
@@ -881,7 +898,7 @@ def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tabl
                 break
             n_unique, n, d, pos = _count_range(
                 data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
-                tables, window_bytes, stream_bytes, chunk_bytes, u_start[lo:hi],
+                tables, window_bytes, stream_bytes, chunk_bytes, start_slots, u_start[lo:hi],
                 u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
             # Room for this round's rows besides the later blocks' (rare: a table fills up
             # at ``block_words`` distinct words; capacities double, as for any table).

@@ -22,7 +22,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch
-#: kernel cache stamp: aa184e9f7e310bdb356f7d6027bea68fc07ff66b026c674c8c4908ac13e00af8
+#: kernel cache stamp: aafc88e50e1c64f18d31605f160eae4bff9d12836efd188c5680fecfc6868638
 #: The largest value of a sketch counter (uint32): a sum that would pass it stays there
 #: (still at least the count of every pair in the counter).
 SKETCH_CAP = 0xFFFFFFFF
