@@ -5,10 +5,11 @@ NumPy advises the kernel to back every array of 4 MiB or more with transparent h
 array is read at random for long (fewer TLB misses); an array that is only copied into, in
 order, gains nothing from them, and on the team's machine (a 2-core Firecracker VM) a fresh
 2 MiB page costs 1.4-2.3 ms per MB the first time it is written, against about 0.1 ms for
-4 KiB pages (docs/performance.md, 2026-12-04): the guest gets huge pages from memory the
-host has not backed yet. SuperBPE's stage 2 joins its counting batches' tables end to end
-(360 MB of words in 14 M rows on 1.2 GB of Linux sources): in huge pages that join and the
-cut table's took 1.0-1.5 s more of a 15 s training (docs/variants.md, 2026-12-05).
+4 KiB pages (docs/performance.md, 2026-12-04; our reading: the guest gets huge pages from
+memory the host has not backed yet). SuperBPE's stage 2 joins its counting batches' tables
+end to end (360 MB of words in 14 M rows on 1.2 GB of Linux sources): that join and the cut
+table's without the advice took the 1.2 GB training from 14.9-15.5 s to 13.9-14.0 s (one
+run each; docs/variants.md, 2026-12-05, has the A/B of this and the overflow check).
 
 On a machine where huge pages are backed up front, 4 KiB pages cost one page fault per 4
 KiB instead of per 2 MiB: a few tens of milliseconds for such a join.
