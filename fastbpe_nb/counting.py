@@ -242,7 +242,8 @@ class WordCounter:
         the budget leaves (``memory_left``)."""
         from ._scanner import PATTERN_IDS, read_only, scan_tail
         from .kernels.count import (block_rows, count_text_blocks, count_text_blocks_serial,
-                                    look_up_blocks, look_up_blocks_serial, merge_text_blocks)
+                                    first_round_rows, first_round_rows_serial, look_up_blocks,
+                                    look_up_blocks_serial, merge_text_blocks)
         from .parallel import call_kernel, default_threads, run_parallel
 
         n_bytes = int(doc_offsets[-1] - doc_offsets[0])
@@ -273,8 +274,13 @@ class WordCounter:
         if self._rows is not None:
             if budgeted:
                 raise ValueError("merge_blocks=False is not for counting under a memory budget")
-            *rows, n_pieces = call_kernel(block_rows, data, doc_offsets, bounds, done,
-                                          *scan[2:], block_words, *tables)
+            if bool((done[:, 3] >= bounds[1:]).all()):  # no block's table filled up
+                first = (done, block_words, data, tables[0], tables[1], tables[2])
+                *rows, n_pieces = run_parallel(first_round_rows, n_threads, *first,
+                                               serial=(first_round_rows_serial, first))
+            else:
+                *rows, n_pieces = call_kernel(block_rows, data, doc_offsets, bounds, done,
+                                              *scan[2:], block_words, *tables)
             self._rows.append(tuple(rows))
             self.n_pieces += int(n_pieces)
             return

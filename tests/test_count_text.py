@@ -22,6 +22,7 @@ from fastbpe_nb import reference as ref
 from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
 from fastbpe_nb.counting import WordCounter
 from fastbpe_nb.kernels.count import (_plan_blocks, block_rows, count_text_blocks,
+                                      first_round_rows, first_round_rows_serial,
                                       count_text_blocks_serial, look_up_blocks,
                                       look_up_blocks_serial, merge_text_blocks)
 from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
@@ -366,3 +367,67 @@ def test_start_slots_not_a_power_of_two_are_refused(start_slots):
     data, offsets = _batch(["the cat"])
     with pytest.raises(ValueError, match="power of two"):
         _one_pass(data, offsets, "gpt2", 1, 8, 16, start_slots=start_slots)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
+       n_blocks=st.integers(1, 9), chunk_bytes=st.integers(1, 80),
+       serial=st.booleans())
+def test_first_round_rows_are_block_rows(docs, pattern, n_blocks, chunk_bytes, serial):
+    """When no block's table filled up, ``first_round_rows`` (blocks copied in parallel, or
+    its serial twin) gives ``block_rows``' arrays exactly."""
+    data, offsets = _batch(docs)
+    stage1, stage2 = class_table()
+    scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
+            scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes, 4)
+    block_words = 1 << 10  # more than the words of any block here: no second round
+    bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words)
+    assert (done[:, 3] == bounds[1:]).all()
+    want = block_rows(data, offsets, bounds, done, *scan[2:], block_words, *tables)
+    kernel = first_round_rows_serial if serial else first_round_rows
+    got = kernel(done, block_words, data, tables[0], tables[1], tables[2])
+    assert len(got) == 4 and got[3] == want[3]
+    for g, w in zip(got[:3], want[:3]):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+def _rows_in_batches(batches, block_words=None):
+    counter = WordCounter("gpt2", num_threads=2, merge_blocks=False)
+    if block_words:
+        counter.block_words = block_words
+    for data, offsets in batches:
+        counter.add_batch(data, offsets)
+    return [a.tolist() for a in counter.table()], counter.n_pieces
+
+
+def test_rows_of_batches_copied_in_parallel_or_in_rounds_and_in_a_forked_child(monkeypatch):
+    """``WordCounter(merge_blocks=False)``: batches whose blocks finished in one round go
+    through ``first_round_rows``, the others (tables of 64 words) through ``block_rows``'
+    rounds; both give rows that add up to the reference's counts, and a child forked after
+    the parent's thread pool ran gets the parent's rows (the serial twins)."""
+    import multiprocessing
+
+    from fastbpe_nb.kernels import count
+
+    text = open(os.path.join(CORPORA, "kjv.txt"), encoding="utf-8").read()[:200_000]
+    docs = [text[i:i + 20_000] for i in range(0, len(text), 20_000)]
+    batches = [_batch(docs[k:k + 5]) for k in range(0, len(docs), 5)]
+    calls = []
+    real = count.first_round_rows
+    monkeypatch.setattr(count, "first_round_rows",
+                        lambda *a: calls.append(1) or real(*a))
+    parallel = _rows_in_batches(batches)
+    assert len(calls) == len(batches)
+    rounds = _rows_in_batches(batches, block_words=64)
+    assert len(calls) == len(batches)  # every block filled up: block_rows
+    want = ref.count_words(docs, "gpt2")
+    for (words, offsets, counts), n_pieces in (parallel, rounds):
+        raw = bytes(words)
+        summed = {}
+        for i, c in enumerate(counts):
+            w = raw[offsets[i]:offsets[i + 1]].decode()
+            summed[w] = summed.get(w, 0) + c
+        assert summed == dict(want) and n_pieces == sum(want.values())
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_rows_in_batches, (batches,)).get(timeout=600)
+    assert got == parallel
