@@ -96,7 +96,6 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
         row = int(np.argmin(counts))
         raise TrainingError(f"word {row}: count {counts[row]} is not positive (the merge kernel "
                             "takes words that occur)")
-    check_count_range(offsets, counts)
     # The kernel indexes its token tables by symbol without bounds checks.
     if len(symbols) and (int(np.min(symbols)) < 0 or int(np.max(symbols)) >= len(base_bytes)):
         raise TrainingError(f"symbols must be base token ids in 0..{len(base_bytes) - 1}, got "
@@ -104,6 +103,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     if len(offsets) != len(counts) + 1 or (len(offsets) and (
             offsets[0] != 0 or offsets[-1] != len(symbols) or np.any(np.diff(offsets) < 0))):
         raise TrainingError("offsets must rise from 0 to len(symbols), one more than counts")
+    check_count_range(offsets, counts)  # (after the offsets: it takes them as checked)
     # (A copy only when the caller's symbols are of another type: see symbol_dtype.)
     symbols = np.ascontiguousarray(
         symbols, symbol_dtype(min(max_ids, len(base_bytes) + max_merges)))
