@@ -470,9 +470,14 @@ def _push(heap, hn, count, aux, key, tie_mode, tok_off, tok_data):
 @njit(cache=True, nogil=True, _nrt=False)
 def _tie_key(rec, q, tie_mode, base_rank, n_base):
     """Tie key of the pair in slot q (smaller wins; TIE_BYTES: the key, bytes compared)."""
-    key = rec[q, R_KEY]
     if tie_mode == TIE_FIRST:
         return rec[q, R_FIRST]
+    return _key_tie(rec[q, R_KEY], tie_mode, base_rank, n_base)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _key_tie(key, tie_mode, base_rank, n_base):
+    """Tie key of pair ``key`` under TIE_RANKS or TIE_BYTES (neither needs its record)."""
     if tie_mode == TIE_BYTES:
         return key
     a = key >> 32
@@ -768,6 +773,47 @@ def _dense_table(count, words, first, n_base, n_pairs, ncols):
 
 
 @njit(cache=True, nogil=True)
+def _probed_pairs(symbols, offsets, counts, ncols, first_mode, progress, held):
+    """First setup pass over a large alphabet: every adjacent pair counted by probing the
+    pair table, which grows as it goes, with each pair's number of distinct words in
+    ``R_HEAD`` (and under ``first_mode`` its first occurrence). ``held``: the budgeted
+    bytes of the kernel's other arrays. Returns ``(fits, rec, n_pairs, n_rows)``: False
+    when a growth would exceed the budget; the distinct pairs and the word index rows
+    they need."""
+    rec = _new_table(_pair_capacity(1), ncols)
+    n_pairs = 0
+    n_rows = 0
+    for w in range(counts.shape[0]):
+        s = offsets[w]
+        e = offsets[w + 1]
+        if e - s < 2:
+            continue
+        extra = _rehash_bytes(rec, n_pairs + (e - s))
+        if extra:
+            if not _fits(progress, held + rec.nbytes, extra, 1):
+                return False, rec, n_pairs, n_rows
+            rec = _rehash(rec, _pair_capacity(n_pairs + (e - s)), False)
+        c = counts[w]
+        last = (np.int64(w) + 1) << 32
+        for i in range(s, e - 1):
+            key = (np.int64(symbols[i]) << 32) | np.int64(symbols[i + 1])
+            q = _probe(rec, key)
+            if rec[q, R_KEY] == EMPTY:
+                _init_record(rec, q, key)
+                rec[q, R_HEAD] = 0
+                n_pairs += 1
+            rec[q, R_COUNT] += c
+            if rec[q, R_MARK] != last:
+                rec[q, R_MARK] = last
+                rec[q, R_HEAD] += 1
+                n_rows += 1
+            if first_mode:
+                fk = (np.int64(w) << 32) | np.int64(i - s)
+                if fk < rec[q, R_FIRST]:
+                    rec[q, R_FIRST] = fk
+    return True, rec, n_pairs, n_rows
+
+@njit(cache=True, nogil=True)
 def _fill_index(rec, nodes, symbols, wr, n_rows, slot, n_base):
     """Second setup pass: lay each pair's words out as one consecutive run of nodes.
 
@@ -908,6 +954,131 @@ def _rewrite_words(rec, nodes, touched, counters, symbols, pos, wr, wr_flat, rin
 
 
 @njit(cache=True, nogil=True)
+def _token_tables(tok_off_base, tok_data_base, base_units, max_merges, n_symbols):
+    """The token tables the merges extend: ``(tok_off, tok_data, units, bkeys, cap_ids)``,
+    the base tokens' byte offsets and bytes, their lengths in base units (``base_units``,
+    or 1 each), and the bytes -> id hash table (to reuse the id of identical bytes), with
+    room for ``cap_ids`` ids (every merge removes a symbol: at most ``n_symbols`` merges;
+    the tables grow past 4,096 new ids)."""
+    n_base = tok_off_base.shape[0] - 1
+    cap_ids = n_base + 1 + min(max_merges, n_symbols, 4096)
+    tok_off = np.empty(cap_ids + 1, dtype=np.int64)
+    tok_off[: n_base + 1] = tok_off_base
+    tok_data = np.empty(max(16, 2 * tok_data_base.shape[0]), dtype=np.uint8)
+    tok_data[: tok_data_base.shape[0]] = tok_data_base
+    units = np.ones(cap_ids, dtype=np.int64)
+    if base_units is not None:
+        units[:n_base] = base_units
+    bkeys = np.full(table_capacity(cap_ids), EMPTY, dtype=np.int64)
+    for t in range(n_base):
+        _insert_token(bkeys, tok_off, tok_data, t)
+    return tok_off, tok_data, units, bkeys, cap_ids
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _start_walk(counters, head, n_pairs, n_nodes):
+    """``counters`` for a rewrite (``_rewrite_words``) of the list starting at node
+    ``head`` (-1: no word), with ``n_pairs`` records and ``n_nodes`` index rows in use."""
+    counters[C_PAIRS] = n_pairs
+    counters[C_ROWS] = n_nodes
+    counters[C_TOUCHED] = 0
+    counters[C_FREE] = head
+    counters[C_LEAD] = head  # the walk starts at the list's head
+    counters[C_TAIL] = -1
+    counters[C_SEEN] = 0
+    counters[C_DONE] = 0
+
+@njit(cache=True, nogil=True)
+def _merged_token(tok_off, tok_data, units, bkeys, n_ids, A, B):
+    """The id of token A's bytes followed by B's: an existing token's with those bytes, else
+    a new one (``n_ids``) appended to the token tables. Returns ``(X, tok_off, tok_data,
+    units, bkeys, n_ids)``, the tables grown when they had no room."""
+    h = _token_hash(tok_off, tok_data, A)
+    h = hash_units(tok_data, tok_off[B], tok_off[B + 1], h)
+    slot = _token_slot(bkeys, tok_off, tok_data, h, A, B)
+    if bkeys[slot] != EMPTY:
+        return bkeys[slot], tok_off, tok_data, units, bkeys, n_ids
+    X = n_ids
+    la = tok_off[A + 1] - tok_off[A]
+    lb = tok_off[B + 1] - tok_off[B]
+    if X + 1 >= tok_off.shape[0]:
+        tok_off = grow(tok_off, 2 * tok_off.shape[0])
+        units = grow(units, tok_off.shape[0])
+    start = tok_off[X]
+    tok_data = grow(tok_data, start + la + lb)
+    tok_data[start : start + la] = tok_data[tok_off[A] : tok_off[A] + la]
+    tok_data[start + la : start + la + lb] = tok_data[tok_off[B] : tok_off[B] + lb]
+    tok_off[X + 1] = start + la + lb
+    units[X] = units[A] + units[B]
+    n_ids += 1
+    if 2 * n_ids > bkeys.shape[0]:
+        bkeys = np.full(2 * bkeys.shape[0], EMPTY, dtype=np.int64)
+        for t in range(n_ids):
+            _insert_token(bkeys, tok_off, tok_data, t)
+    else:
+        bkeys[slot] = X
+    return X, tok_off, tok_data, units, bkeys, n_ids
+
+
+@njit(cache=True, nogil=True)
+def _make_room(rec, nodes, touched, counters, ring, wr, index_rows, index_check_rows,
+               progress, held):
+    """Room for the word ``_rewrite_words`` stopped at (``ring[C_DONE]``): the pair table
+    purged of its dead records or grown, the word index and ``touched`` grown. ``held``:
+    the budgeted bytes of the kernel's other arrays. Returns ``(fits, rec, nodes, touched,
+    index_rows)``; ``fits`` is False (nothing grown) when the budget has no room."""
+    node_bytes = _row_bytes(nodes)
+    w = ring[counters[C_DONE] & (ring.shape[0] - 1)]
+    s = wr[w, 0]
+    e = wr[w + 1, 0]
+    need, need_rows, need_touched = _word_needs(counters, e - s)
+    dead = 0
+    if 4 * need > 3 * rec.shape[0]:
+        dead = _count_dead(rec)
+        if 16 * dead >= rec.shape[0]:
+            # Full, a sixteenth of it dead: delete those in place rather than grow (the
+            # next check is then a sixteenth of new pairs away, at least).
+            counters[C_PAIRS] -= _purge(rec)
+            _event(progress, PROG_PURGES)
+            dead = 0
+            need = _word_needs(counters, e - s)[0]
+    if (4 * need > 3 * rec.shape[0] or need_rows > index_rows
+            or need_touched > touched.shape[0]):
+        new_cap = 0  # the table's new capacity when it must grow
+        if 4 * need > 3 * rec.shape[0]:
+            new_cap = max(2 * rec.shape[0], _pair_capacity(need))
+        extra = (new_cap * rec.shape[1] * 8 + _grow_bytes(nodes, need_rows)
+                 + _grow_bytes(touched, need_touched))
+        more_rows = 0
+        if need_rows > index_rows:  # new index rows become resident: count a block
+            more_rows = max(need_rows, min(index_rows + index_check_rows,
+                                           nodes.shape[0])) - index_rows
+        if (extra or more_rows) and not _fits(
+                progress, held + rec.nbytes + touched.nbytes + node_bytes * index_rows,
+                extra + node_bytes * more_rows, 2):
+            return False, rec, nodes, touched, index_rows
+        index_rows += more_rows
+        if new_cap:  # (the dead records are left behind)
+            rec = _rehash(rec, new_cap, True)
+            _event(progress, PROG_GROWS)
+            counters[C_PAIRS] -= dead
+        nodes = _grow_q(nodes, need_rows)
+        touched = _grow_q(touched, need_touched)
+    return True, rec, nodes, touched, index_rows
+
+
+@njit(cache=True, nogil=True)
+def _close_list(rec, nodes, counters, key):
+    """After the rewrite of pair ``key``'s words: the pair is dead (its record may have
+    moved in a purge or rehash: found by key; an absent pair's free slot is left free),
+    and so is its list: what the rewrite did not reuse joins the spare nodes."""
+    rec[_probe(rec, key), R_COUNT] = 0
+    if counters[C_FREE] != -1:
+        nodes[counters[C_TAIL], 1] = counters[C_SPARE]
+        counters[C_SPARE] = counters[C_FREE]
+
+
+@njit(cache=True, nogil=True)
 def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_rank, tie_mode,
                  max_merges, max_ids, min_count, max_units, progress, nodes, index_check_rows,
                  lookahead=16, heap_floor=1024, base_units=None, merge_batch=1, dense_base=256):
@@ -1010,19 +1181,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                 pos[i] = i - offsets[w]
 
     # Token bytes, lengths in units, and bytes -> id table (for reusing existing ids).
-    # Every merge removes at least one symbol, so there are at most len(symbols) merges.
-    cap_ids = n_base + 1 + min(max_merges, symbols.shape[0], 4096)
-    tok_off = np.empty(cap_ids + 1, dtype=np.int64)
-    tok_off[: n_base + 1] = tok_off_base
-    tok_data = np.empty(max(16, 2 * tok_data_base.shape[0]), dtype=np.uint8)
-    tok_data[: tok_data_base.shape[0]] = tok_data_base
-    units = np.ones(cap_ids, dtype=np.int64)
-    if base_units is not None:
-        units[:n_base] = base_units
+    tok_off, tok_data, units, bkeys, cap_ids = _token_tables(tok_off_base, tok_data_base,
+                                                             base_units, max_merges,
+                                                             symbols.shape[0])
     n_ids = n_base
-    bkeys = np.full(table_capacity(cap_ids), EMPTY, dtype=np.int64)
-    for t in range(n_base):
-        _insert_token(bkeys, tok_off, tok_data, t)
 
     # First pass: the pair table, with each pair's number of distinct words in R_HEAD.
     slot = np.empty(0, dtype=np.int64)
@@ -1036,37 +1198,10 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
             return _no_merges()
         rec, slot = _dense_table(count, words, first, n_base, n_pairs, ncols)
     else:  # probing the table, which grows as it goes
-        rec = _new_table(_pair_capacity(1), ncols)
-        n_pairs = 0
-        n_rows = 0
-        for w in range(n_words):
-            s = offsets[w]
-            e = offsets[w + 1]
-            if e - s < 2:
-                continue
-            extra = _rehash_bytes(rec, n_pairs + (e - s))
-            if extra:
-                if not _fits(progress, fixed + rec.nbytes, extra, 1):
-                    return _no_merges()
-                rec = _rehash(rec, _pair_capacity(n_pairs + (e - s)), False)
-            c = counts[w]
-            last = (np.int64(w) + 1) << 32
-            for i in range(s, e - 1):
-                key = (np.int64(symbols[i]) << 32) | np.int64(symbols[i + 1])
-                q = _probe(rec, key)
-                if rec[q, R_KEY] == EMPTY:
-                    _init_record(rec, q, key)
-                    rec[q, R_HEAD] = 0
-                    n_pairs += 1
-                rec[q, R_COUNT] += c
-                if rec[q, R_MARK] != last:
-                    rec[q, R_MARK] = last
-                    rec[q, R_HEAD] += 1
-                    n_rows += 1
-                if first_mode:
-                    fk = (np.int64(w) << 32) | np.int64(i - s)
-                    if fk < rec[q, R_FIRST]:
-                        rec[q, R_FIRST] = fk
+        fits, rec, n_pairs, n_rows = _probed_pairs(symbols, offsets, counts, ncols, first_mode,
+                                                   progress, fixed)
+        if not fits:
+            return _no_merges()
 
     # Second pass: the word index, each pair's initial words in one run of rows.
     index_rows = max(16, n_rows)
@@ -1217,32 +1352,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         B = best_key & LOW32
         count = rec[best, R_COUNT]
 
-        # The merged token: reuse the id of identical bytes, else a new id.
-        h = _token_hash(tok_off, tok_data, A)
-        h = hash_units(tok_data, tok_off[B], tok_off[B + 1], h)
-        slot = _token_slot(bkeys, tok_off, tok_data, h, A, B)
-        if bkeys[slot] != EMPTY:
-            X = bkeys[slot]
-        else:
-            X = n_ids
-            la = tok_off[A + 1] - tok_off[A]
-            lb = tok_off[B + 1] - tok_off[B]
-            if X + 1 >= tok_off.shape[0]:
-                tok_off = grow(tok_off, 2 * tok_off.shape[0])
-                units = grow(units, tok_off.shape[0])
-            start = tok_off[X]
-            tok_data = grow(tok_data, start + la + lb)
-            tok_data[start : start + la] = tok_data[tok_off[A] : tok_off[A] + la]
-            tok_data[start + la : start + la + lb] = tok_data[tok_off[B] : tok_off[B] + lb]
-            tok_off[X + 1] = start + la + lb
-            units[X] = units[A] + units[B]
-            n_ids += 1
-            if 2 * n_ids > bkeys.shape[0]:
-                bkeys = np.full(2 * bkeys.shape[0], EMPTY, dtype=np.int64)
-                for t in range(n_ids):
-                    _insert_token(bkeys, tok_off, tok_data, t)
-            else:
-                bkeys[slot] = X
+        X, tok_off, tok_data, units, bkeys, n_ids = _merged_token(tok_off, tok_data, units,
+                                                                  bkeys, n_ids, A, B)
 
         if n_merges >= out_merges.shape[0]:
             out_merges = grow(out_merges, 2 * out_merges.shape[0])
@@ -1258,64 +1369,19 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         if stamp == 1 and n_merges > 0:  # the stamps restart: forget the old ones
             for q in range(rec.shape[0]):
                 rec[q, R_MARK] &= ~LOW32
-        counters[C_PAIRS] = n_pairs
-        counters[C_ROWS] = n_nodes
-        counters[C_TOUCHED] = 0
-        counters[C_FREE] = rec[best, R_HEAD]
-        # The walk over the pair's words (``_rewrite_words``) starts at its list's head.
-        counters[C_LEAD] = rec[best, R_HEAD]
-        counters[C_TAIL] = -1
-        counters[C_SEEN] = 0
-        counters[C_DONE] = 0
+        _start_walk(counters, rec[best, R_HEAD], n_pairs, n_nodes)
         while _rewrite_words(rec, nodes, touched, counters, symbols, pos, wr, wr_flat, ring,
                              lookahead, index_rows, A, B, X, stamp, first_mode):
             # The next word needs more room than the tables have: make it, then go on.
-            w = ring[counters[C_DONE] & ring_mask]
-            s = wr[w, 0]
-            e = wr[w + 1, 0]
-            need, need_rows, need_touched = _word_needs(counters, e - s)
-            dead = 0
-            if 4 * need > 3 * rec.shape[0]:
-                dead = _count_dead(rec)
-                if 16 * dead >= rec.shape[0]:
-                    # Full, a sixteenth of it dead: delete those in place rather than grow
-                    # (the next check is then a sixteenth of new pairs away, at least).
-                    counters[C_PAIRS] -= _purge(rec)
-                    _event(progress, PROG_PURGES)
-                    dead = 0
-                    need = _word_needs(counters, e - s)[0]
-            if (4 * need > 3 * rec.shape[0] or need_rows > index_rows
-                    or need_touched > touched.shape[0]):
-                new_cap = 0  # the table's new capacity when it must grow
-                if 4 * need > 3 * rec.shape[0]:
-                    new_cap = max(2 * rec.shape[0], _pair_capacity(need))
-                extra = (new_cap * rec.shape[1] * 8 + _grow_bytes(nodes, need_rows)
-                         + _grow_bytes(touched, need_touched))
-                more_rows = 0
-                if need_rows > index_rows:  # new index rows become resident: count a block
-                    more_rows = max(need_rows, min(index_rows + index_check_rows,
-                                                   nodes.shape[0])) - index_rows
-                if (extra or more_rows) and not _fits(
-                        progress, fixed + rec.nbytes + touched.nbytes + heap.nbytes
-                        + node_bytes * index_rows, extra + node_bytes * more_rows, 2):
-                    out_of_memory = True
-                    break
-                index_rows += more_rows
-                if new_cap:  # (the dead records are left behind)
-                    rec = _rehash(rec, new_cap, True)
-                    _event(progress, PROG_GROWS)
-                    counters[C_PAIRS] -= dead
-                nodes = _grow_q(nodes, need_rows)
-                touched = _grow_q(touched, need_touched)
-        tail = counters[C_TAIL]
+            fits, rec, nodes, touched, index_rows = _make_room(
+                rec, nodes, touched, counters, ring, wr, index_rows, index_check_rows,
+                progress, fixed + heap.nbytes)
+            if not fits:
+                out_of_memory = True
+                break
         if out_of_memory:  # this merge's rewrite is incomplete: stop (the caller raises)
             break
-        # The merged pair is dead (its record moved if the table was purged or rehashed:
-        # found by key), and so is its list: what the rewrite did not reuse is spare.
-        rec[_probe(rec, best_key), R_COUNT] = 0
-        if counters[C_FREE] != -1:
-            nodes[tail, 1] = counters[C_SPARE]
-            counters[C_SPARE] = counters[C_FREE]
+        _close_list(rec, nodes, counters, best_key)
         n_pairs = counters[C_PAIRS]
         n_nodes = counters[C_ROWS]
         n_touched = counters[C_TOUCHED]
