@@ -34,6 +34,17 @@ HEAP_FLOOR = 1024
 #: 46 -> 31 ms. SuperBPE's stage 2 (its base is the stage-1 vocabulary) and large
 #: character alphabets probe the pair table instead.
 DENSE_BASE = 256
+#: Two threads for the merge loop (``kernels.merge_halves``, ``run_merge_kernel(halves=...)``)
+#: from this many symbols: below it, setting up two halves and handing each merge over
+#: cost more than the second core saves. The merge phase of ``train_files`` on the Linux
+#: sources, vocab 32768, one thread -> two: 1 MB (15 k words) 0.036 -> 0.046 s, 10 MB
+#: (61 k) 0.085 -> 0.105, 30 MB (111 k) 0.141 -> 0.139; the kernel on the 100 MB table
+#: (3.0 M symbols) 0.42 -> 0.33 s and on 1.2 GB's 0.90-0.92 -> 0.69-0.74 s (2026-12-05).
+HALVES_MIN_SYMBOLS = 2_000_000
+#: Turns of a wait for the other thread (``kernels.merge_halves``) before each turn yields
+#: the CPU: a few microseconds of spinning (hand-overs take 0.1-0.4 us), then room for the
+#: thread waited for when there are more runnable threads than cores.
+HALVES_SPINS = 4096
 
 
 def symbol_dtype(id_bound: int):
@@ -73,7 +84,7 @@ def kernel_table(symbols, offsets, counts, n_base: int, id_bound: int, keep_orde
 
 def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, max_merges,
                      max_ids, min_count, max_units, progress=False, max_memory=None,
-                     base_units=None, merge_batch=1):
+                     base_units=None, merge_batch=1, halves=False):
     """Run ``train_merges`` in a shielded worker thread; Ctrl-C asks it to stop and re-raises.
 
     ``symbols`` (any integer type) are rewritten in place when they already are of the
@@ -83,7 +94,10 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     and this raises ``MemoryBudgetError`` naming the phase and the bytes it needed.
     ``base_units`` (int64 per base token, optional): their lengths for ``max_units`` when
     the base tokens are themselves merged (SuperBPE's stage 2). ``merge_batch`` > 1:
-    BatchBPE's passes (``train_merges``), not exact BPE.
+    BatchBPE's passes (``train_merges``), not exact BPE. ``halves``: merge on two threads
+    (``kernels.merge_halves``, the same merges) where it can: exact BPE, not the ``first``
+    tie rule, no ``max_memory``, two threads, at least ``HALVES_MIN_SYMBOLS`` symbols;
+    else on one.
     """
     from .kernels.merge import (PROG_BUDGET, PROG_NEED, PROG_PHASE, STOPPED_MEMORY,
                                 train_merges, word_index_rows)
@@ -170,6 +184,17 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     except MemoryError:
         nodes = np.empty((max(16, len(symbols)), 2), node_type)
     show_progress()  # the setup phase is named from the start
+    if halves and _halves_usable(tie_mode, max_memory, merge_batch, len(counts),
+                                 len(symbols)):
+        del nodes  # (each half has its own)
+        try:
+            return _run_halves(symbols, offsets, counts, tok_off, tok_data, base_rank,
+                               tie_mode, max_merges, max_ids, min_count, max_units, shared,
+                               tail[0], len(base_bytes), show_progress, ask_to_stop)
+        finally:
+            if bar is not None:
+                show_progress()
+                bar.close()
     try:
         result = call_kernel_shielded(
             train_merges, symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode,
@@ -189,6 +214,86 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
             f"MiB on top of the {in_use / 2**20:,.0f} MiB in use, over the max_memory budget "
             f"of {max_memory / 2**20:,.0f} MiB ({len(counts):,} unique words, "
             f"{len(symbols):,} symbols); stopped before allocating it")
+    return result
+
+
+def _halves_usable(tie_mode, max_memory, merge_batch, n_words, n_symbols) -> bool:
+    """Whether ``run_merge_kernel(halves=True)`` merges on two cores (see there)."""
+    from .kernels.merge import TIE_FIRST
+    from .parallel import default_threads
+
+    return (tie_mode != TIE_FIRST and max_memory is None and merge_batch == 1
+            and n_words >= 2 and n_symbols >= HALVES_MIN_SYMBOLS and default_threads() >= 2)
+
+
+def _run_halves(symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode, max_merges,
+                max_ids, min_count, max_units, shared, base_units, n_base, poll, on_interrupt):
+    """``run_merge_kernel``'s two-core path: the words cut in two at about half the symbols,
+    each half's tables set up at once (``half_setup``), then ``train_merges_halves`` in a
+    shielded thread and ``halves_worker`` in a helper thread beside it."""
+    from .kernels.merge import C_SPARE, N_COUNTERS, N_PROGRESS, word_index_rows
+    from .kernels.merge_halves import (MAILBOX_SLOTS, W_FAILED, W_PAIRS, W_REC,
+                                       alternate_words, half_setup, halves_worker, post_exit,
+                                       publish, train_merges_halves, worker_events)
+    from .parallel import call_kernel, call_kernel_shielded, in_helper, on_parts
+
+    n_words = len(counts)
+    max_len = int(np.max(np.diff(offsets)))
+    node_type = np.int32 if word_index_rows(len(symbols), n_words, max_len) < 2**31 else np.int64
+    parts = call_kernel(alternate_words, symbols, offsets, counts)
+
+    def set_up(k):
+        part_symbols, part_offsets, part_counts = parts[3 * k:3 * k + 3]
+        # At its bound (only the pages written become resident): a half's index never
+        # grows, since its thread alone may hold it.
+        nodes = np.empty((word_index_rows(len(part_symbols), len(part_counts), max_len), 2),
+                         node_type)
+        return (part_symbols, nodes, *call_kernel(
+            half_setup, part_symbols, part_offsets, part_counts, nodes, n_base, DENSE_BASE))
+
+    first, second = on_parts(set_up, 2)
+    parts = None  # (the halves hold their copies)
+    # Each thread's counters and read-ahead ring, in cache lines of their own (two small
+    # arrays made one after the other share a line, which would bounce between the cores).
+    ring_size = 2
+    while ring_size < LOOKAHEAD_WORDS + 1:
+        ring_size *= 2
+    pad = 16  # int64s: two cache lines
+    at = [pad, 2 * pad + N_COUNTERS, 3 * pad + N_COUNTERS + ring_size]  # a thread's block
+    private = np.zeros(2 * at[2] + pad, np.int64)
+    counters0, ring0 = private[at[0]:at[0] + N_COUNTERS], private[at[1]:at[1] + ring_size]
+    counters1 = private[at[2] + at[0]:at[2] + at[0] + N_COUNTERS]
+    ring1 = private[at[2] + at[1]:at[2] + at[1] + ring_size]
+    counters0[C_SPARE] = counters1[C_SPARE] = -1
+    mailbox = np.zeros(MAILBOX_SLOTS, np.int64)
+    sym1, nodes1, wr1, rec1, n_pairs1, n_rows1, rows1 = second
+    call_kernel(publish, mailbox, W_REC, rec1)
+    mailbox[W_PAIRS] = n_pairs1
+    events = np.zeros(N_PROGRESS, np.int64)
+    sym0, nodes0, wr0, rec0, n_pairs0, n_rows0, rows0 = first
+    del first, second
+
+    def work(rec1):
+        try:
+            call_kernel(halves_worker, mailbox, rec1, nodes1, counters1, ring1, sym1, wr1,
+                        n_pairs1, n_rows1, rows1, LOOKAHEAD_WORDS, INDEX_CHECK_ROWS, events,
+                        HALVES_SPINS)
+        except BaseException:
+            mailbox[W_FAILED] = 1  # (the merge loop stops waiting for it, and raises)
+            raise
+
+    worker = in_helper(work, rec1)
+    del rec1  # (the worker holds it, and replaces it when it grows)
+    try:
+        result = call_kernel_shielded(
+            train_merges_halves, mailbox, rec0, nodes0, counters0, ring0, sym0, wr0, n_pairs0,
+            n_rows0, rows0, tok_off, tok_data, base_rank, tie_mode, max_merges, max_ids,
+            min_count, max_units, shared, INDEX_CHECK_ROWS, LOOKAHEAD_WORDS, HEAP_FLOOR,
+            base_units, HALVES_SPINS, poll=poll, on_interrupt=on_interrupt)
+    finally:
+        call_kernel(post_exit, mailbox)
+        worker.wait()  # (raises the worker's error, if it failed)
+    call_kernel(worker_events, shared, events)
     return result
 
 

@@ -204,7 +204,7 @@ def train_stage2(stage1: Tokenizer, word_bytes, offsets, counts, *, pattern, voc
             return run_merge_kernel(*table, base_bytes, ranks, tie_mode, max_merges, max_ids,
                                     min_count, UNLIMITED if max_token_length is None
                                     else max_token_length, progress, max_memory=max_memory,
-                                    base_units=base_units)
+                                    base_units=base_units, halves=halves_threads != 1)
         finally:
             seconds["merging"] += time.perf_counter() - t0
 

@@ -104,10 +104,11 @@ _SENTENCEPIECE_ONLY = ("byte_fallback", "split_digits", "character_coverage", "a
 
 
 def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, report=None,
-                     max_memory=None):
+                     max_memory=None, two_cores=True):
     """Learn merges from a word table and build the Tokenizer (and fill ``report``).
 
-    ``max_memory``: see ``run_merge_kernel`` (the merge phase stops short of it)."""
+    ``max_memory``, ``two_cores`` (False: another phase runs meanwhile): see
+    ``run_merge_kernel``'s ``max_memory`` and ``halves``."""
     t0 = time.perf_counter()
     if opts.base == "bytes":
         base_bytes = [bytes([b]) for b in range(256)]
@@ -134,6 +135,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
         max(1, int(opts.min_frequency)),
         UNLIMITED if opts.max_token_length is None else opts.max_token_length, opts.progress,
         max_memory=max_memory, merge_batch=opts.merge_batch,
+        halves=two_cores and opts.num_threads != 1,
     )
     tok = Tokenizer(merges, pattern=opts.pattern, special_tokens=opts.special_tokens,
                     base=opts.base, alphabet=alphabet, end_of_word=opts.end_of_word,
@@ -143,8 +145,7 @@ def train_from_table(symbols, offsets, counts, alphabet, opts: TrainOptions, rep
         raise AssertionError("internal error: kernel merge ids differ from the derived vocabulary")
     if report is not None:
         report.update({
-            "unique_words": int(len(counts)),
-            "pre_tokens": int(np.sum(counts)),
+            "unique_words": int(len(counts)), "pre_tokens": int(np.sum(counts)),
             "merges": int(len(merges)),
             "vocab_size": tok.vocab_size,
             "seconds_merging": time.perf_counter() - t0,
@@ -310,8 +311,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
     if stage2 is None:
         tok = train_from_table(symbols, offsets, counts, alphabet, opts, report)
     else:  # stage 2 counts the corpus with its own pattern (while stage 1 merges)
-        tok, table = stage2.merge_and_count(
-            lambda: train_from_table(symbols, offsets, counts, alphabet, opts, report),
+        tok, table = stage2.merge_and_count(  # (stage 1 on one core while stage 2 counts)
+            lambda: train_from_table(symbols, offsets, counts, alphabet, opts, report, None, False),
             lambda cancel: stage2.count_texts(texts, cancel), report=report)
         tok = stage2.finish(tok, *table, report)
     if boundless:
@@ -569,13 +570,12 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                  max_memory, detail)
     units = pruning.units(symbols) if pruning else None  # the merge kernel rewrites symbols
     if superbpe_transition is None:
-        tok = train_from_table(symbols, offsets, counts, None, opts, report,
-                               max_memory=max_memory)
+        tok = train_from_table(symbols, offsets, counts, None, opts, report, max_memory=max_memory)
     else:  # stage 2 counts the corpus again with its own pattern (while stage 1 merges)
         stage2 = Stage2(superbpe_transition, superbpe_pattern, final)
-        tok, table = stage2.merge_and_count(
+        tok, table = stage2.merge_and_count(  # (stage 1 on one core while stage 2 counts)
             lambda: train_from_table(symbols, offsets, counts, None, opts, report,
-                                     max_memory=max_memory),
+                                     max_memory=max_memory, two_cores=False),
             lambda cancel: stage2.count_files(lambda pattern, merge_blocks: count_files(
                 files, column, pattern=pattern, special_tokens=opts.special_tokens,
                 num_threads=opts.num_threads, on_bad_input=on_bad_input, max_memory=max_memory,

@@ -157,6 +157,11 @@ KERNEL_CONSTANTS = {
         "PROG_BUDGET", "PROG_NEED", "PROG_PHASE", "STOPPED_ASKED", "STOPPED_MEMORY",
         "PROG_REBUILDS", "PROG_RAISES", "PROG_PURGES", "PROG_GROWS", "N_PROGRESS",
     )),
+    # The two-thread merge kernel's mailbox: its slots and commands (its layout).
+    *(f"fastbpe_nb.kernels.merge_halves:{name}" for name in (
+        "M_SEQ", "M_CMD", "M_A", "M_B", "M_X", "M_STAMP", "M_CLEAR", "M_THETA", "M_REC",
+        "M_REC_ROWS", "W_DONE", "W_REC", "W_REC_ROWS", "W_PAIRS", "W_TOUCHED", "W_CAND",
+        "W_CAND_COUNT", "W_FAILED", "MAILBOX_SLOTS", "CMD_REWRITE", "CMD_SUMS", "CMD_EXIT")),
     *(f"fastbpe_nb.kernels.word_order:{name}" for name in (
         # Bit widths of the word sort (its key, the word number beside it, a radix pass)
         # and the copy's prefetch distance in words, like encode.LOOKAHEAD.

@@ -92,23 +92,27 @@ SHARES = [0.25, 1.0, 3.0, 1e9]
           suppress_health_check=[HealthCheck.too_slow])
 @given(docs=corpora(), tie=st.sampled_from(TIES), transition=st.integers(256, 270),
        extra=st.integers(1, 40), min_frequency=st.integers(0, 3),
-       share=st.sampled_from(SHARES), halves=st.booleans(),
+       share=st.sampled_from(SHARES), halves=st.booleans(), merge_halves=st.booleans(),
        block_words=st.sampled_from([1, 3, 1 << 18]), sketch_bits=st.sampled_from([1, 3, 10]))
 def test_any_cut_threshold_gives_the_reference(docs, tie, transition, extra, min_frequency,
-                                               share, halves, block_words, sketch_bits):
+                                               share, halves, merge_halves, block_words,
+                                               sketch_bits):
     """``halves``: stage 2's passes split the words in two halves whatever their number
     (down to halves of no word), as they do on two threads from HALVES_MIN_WORDS words.
+    ``merge_halves``: its merge kernel runs on two halves of the cut table whatever its
+    size (``merge_loop.HALVES_MIN_SYMBOLS``; the ``first`` rule stays on one core).
     ``block_words``: the counting blocks' tables fill up after so many words, so stage 2's
     table (``STAGE2_ROWS``: the blocks' tables end to end) repeats words across rounds.
     ``sketch_bits``: the pairs' sketch has 2, 8 or 1024 counters a row; with few, most
     counters hold several pairs, and many rare pairs are left uncut."""
-    from fastbpe_nb import counting, superbpe
+    from fastbpe_nb import counting, merge_loop, superbpe
 
     opts = dict(vocab_size=transition + extra, tie_break=tie, min_frequency=min_frequency)
     model = ref.train_superbpe(docs, transition=transition, **opts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(superbpe, "THRESHOLD_SHARE", share)
         mp.setattr(superbpe, "HALVES_MIN_WORDS", 0 if halves else 1 << 40)
+        mp.setattr(merge_loop, "HALVES_MIN_SYMBOLS", 0 if merge_halves else 1 << 62)
         mp.setattr(counting, "COUNT_BLOCK_WORDS", block_words)
         mp.setattr(superbpe, "SKETCH_MIN_BITS", sketch_bits)
         mp.setattr(superbpe, "SKETCH_MAX_BITS", sketch_bits)
