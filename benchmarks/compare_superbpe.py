@@ -79,7 +79,12 @@ def main():
         sets = [(name, docs) for name, docs in sets if name in args.only.split(",")]
     warm = split(sets[0][1])[0][:50]
     fb.train(warm, vocab_size=300)
+    # (Again with stage 2 on two cores, as large stage-2 tables merge: those kernels load.)
+    from fastbpe_nb import merge_loop
+
+    saved, merge_loop.HALVES_MIN_SYMBOLS = merge_loop.HALVES_MIN_SYMBOLS, 0
     fb.train(warm, vocab_size=300, superbpe_transition=280)
+    merge_loop.HALVES_MIN_SYMBOLS = saved
     print(f"vocab {args.vocab}, transition {args.transition}; held-out 1/10 of the documents")
     print(f"{'corpus':16} {'MB':>5} {'B/tok BPE':>9} {'B/tok Super':>11} {'tok/char BPE':>12} "
           f"{'tok/char Super':>14} {'fewer tokens':>12} {'train s BPE':>11} {'Super':>7} {'ratio':>6}")
