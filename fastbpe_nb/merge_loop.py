@@ -218,7 +218,7 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
 
 
 def _halves_usable(tie_mode, max_memory, merge_batch, n_words, n_symbols) -> bool:
-    """Whether ``run_merge_kernel(halves=True)`` merges on two cores (see there)."""
+    """Whether ``run_merge_kernel(halves=True)`` merges on two threads (see there)."""
     from .kernels.merge import TIE_FIRST
     from .parallel import default_threads
 
@@ -228,31 +228,23 @@ def _halves_usable(tie_mode, max_memory, merge_batch, n_words, n_symbols) -> boo
 
 def _run_halves(symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode, max_merges,
                 max_ids, min_count, max_units, shared, base_units, n_base, poll, on_interrupt):
-    """``run_merge_kernel``'s two-core path: the words cut in two at about half the symbols,
-    each half's tables set up at once (``half_setup``), then ``train_merges_halves`` in a
-    shielded thread and ``halves_worker`` in a helper thread beside it."""
+    """``run_merge_kernel``'s two-thread path: the words in two halves of alternate words
+    (copies), then ``train_merges_halves`` in a shielded thread and ``halves_worker`` in a
+    helper thread beside it, each setting up its half."""
     from .kernels.merge import C_SPARE, N_COUNTERS, N_PROGRESS, word_index_rows
-    from .kernels.merge_halves import (MAILBOX_SLOTS, W_FAILED, W_PAIRS, W_REC,
-                                       alternate_words, half_setup, halves_worker, post_exit,
-                                       publish, train_merges_halves, worker_events)
-    from .parallel import call_kernel, call_kernel_shielded, in_helper, on_parts
+    from .kernels.merge_halves import (MAILBOX_SLOTS, W_DONE, W_FAILED, alternate_words,
+                                       halves_worker, post_exit, train_merges_halves,
+                                       worker_events)
+    from .parallel import call_kernel, call_kernel_shielded, in_helper
 
-    n_words = len(counts)
     max_len = int(np.max(np.diff(offsets)))
-    node_type = np.int32 if word_index_rows(len(symbols), n_words, max_len) < 2**31 else np.int64
+    node_type = np.int32 if word_index_rows(len(symbols), len(counts), max_len) < 2**31 \
+        else np.int64
     parts = call_kernel(alternate_words, symbols, offsets, counts)
-
-    def set_up(k):
-        part_symbols, part_offsets, part_counts = parts[3 * k:3 * k + 3]
-        # At its bound (only the pages written become resident): a half's index never
-        # grows, since its thread alone may hold it.
-        nodes = np.empty((word_index_rows(len(part_symbols), len(part_counts), max_len), 2),
-                         node_type)
-        return (part_symbols, nodes, *call_kernel(
-            half_setup, part_symbols, part_offsets, part_counts, nodes, n_base, DENSE_BASE))
-
-    first, second = on_parts(set_up, 2)
-    parts = None  # (the halves hold their copies)
+    # Each half's word index at its bound (only the pages written become resident): it
+    # never grows, since its thread alone may hold it.
+    nodes = [np.empty((word_index_rows(len(parts[3 * k]), len(parts[3 * k + 2]), max_len), 2),
+                      node_type) for k in (0, 1)]
     # Each thread's counters and read-ahead ring, in cache lines of their own (two small
     # arrays made one after the other share a line, which would bounce between the cores).
     ring_size = 2
@@ -261,35 +253,29 @@ def _run_halves(symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode
     pad = 16  # int64s: two cache lines
     at = [pad, 2 * pad + N_COUNTERS, 3 * pad + N_COUNTERS + ring_size]  # a thread's block
     private = np.zeros(2 * at[2] + pad, np.int64)
-    counters0, ring0 = private[at[0]:at[0] + N_COUNTERS], private[at[1]:at[1] + ring_size]
-    counters1 = private[at[2] + at[0]:at[2] + at[0] + N_COUNTERS]
-    ring1 = private[at[2] + at[1]:at[2] + at[1] + ring_size]
-    counters0[C_SPARE] = counters1[C_SPARE] = -1
+    counters = [private[b + at[0]:b + at[0] + N_COUNTERS] for b in (0, at[2])]
+    rings = [private[b + at[1]:b + at[1] + ring_size] for b in (0, at[2])]
+    counters[0][C_SPARE] = counters[1][C_SPARE] = -1
     mailbox = np.zeros(MAILBOX_SLOTS, np.int64)
-    sym1, nodes1, wr1, rec1, n_pairs1, n_rows1, rows1 = second
-    call_kernel(publish, mailbox, W_REC, rec1)
-    mailbox[W_PAIRS] = n_pairs1
+    mailbox[W_DONE] = -1  # (0 once the worker's half is set up)
     events = np.zeros(N_PROGRESS, np.int64)
-    sym0, nodes0, wr0, rec0, n_pairs0, n_rows0, rows0 = first
-    del first, second
 
-    def work(rec1):
+    def work():
         try:
-            call_kernel(halves_worker, mailbox, rec1, nodes1, counters1, ring1, sym1, wr1,
-                        n_pairs1, n_rows1, rows1, LOOKAHEAD_WORDS, INDEX_CHECK_ROWS, events,
+            call_kernel(halves_worker, mailbox, *parts[3:], nodes[1], n_base, DENSE_BASE,
+                        counters[1], rings[1], LOOKAHEAD_WORDS, INDEX_CHECK_ROWS, events,
                         HALVES_SPINS)
         except BaseException:
             mailbox[W_FAILED] = 1  # (the merge loop stops waiting for it, and raises)
             raise
 
-    worker = in_helper(work, rec1)
-    del rec1  # (the worker holds it, and replaces it when it grows)
+    worker = in_helper(work)
     try:
         result = call_kernel_shielded(
-            train_merges_halves, mailbox, rec0, nodes0, counters0, ring0, sym0, wr0, n_pairs0,
-            n_rows0, rows0, tok_off, tok_data, base_rank, tie_mode, max_merges, max_ids,
-            min_count, max_units, shared, INDEX_CHECK_ROWS, LOOKAHEAD_WORDS, HEAP_FLOOR,
-            base_units, HALVES_SPINS, poll=poll, on_interrupt=on_interrupt)
+            train_merges_halves, mailbox, *parts[:3], nodes[0], DENSE_BASE, counters[0],
+            rings[0], tok_off, tok_data, base_rank, tie_mode, max_merges, max_ids, min_count,
+            max_units, shared, INDEX_CHECK_ROWS, LOOKAHEAD_WORDS, HEAP_FLOOR, base_units,
+            HALVES_SPINS, poll=poll, on_interrupt=on_interrupt)
     finally:
         call_kernel(post_exit, mailbox)
         worker.wait()  # (raises the worker's error, if it failed)

@@ -38,14 +38,11 @@ from fastbpe_nb.kernels.merge import (
 )
 from fastbpe_nb.kernels.merge_halves import (
     MAILBOX_SLOTS,
+    W_DONE,
     W_FAILED,
-    W_PAIRS,
-    W_REC,
     alternate_words,
-    half_setup,
     halves_worker,
     post_exit,
-    publish,
     train_merges_halves,
     worker_events,
 )
@@ -88,35 +85,28 @@ def run_halves(parts, base, ranks, tie, num_merges, *, heap_floor=1, lookahead=1
                progress=None, worker=None):
     """``train_merges_halves`` on the halves ``parts`` with ``halves_worker`` (or
     ``worker``) on a thread beside it, as ``merge_loop._run_halves`` runs them, with the
-    kernels' knobs; returns its arrays and ``progress``."""
+    kernels' knobs; returns its arrays, ``progress`` and the worker's error if any."""
     tok_off = np.zeros(len(base) + 1, np.int64)
     np.cumsum([len(b) for b in base], out=tok_off[1:])
     max_len = max(int(np.diff(parts[1]).max(initial=0)), int(np.diff(parts[4]).max(initial=0)))
-    halves = []
-    for symbols, offsets, counts in (parts[:3], parts[3:]):
-        nodes = np.empty((word_index_rows(len(symbols), len(counts), max_len), 2), np.int32)
-        halves.append((symbols, nodes, *half_setup(symbols, offsets, counts, nodes, len(base),
-                                                   dense_base)))
-    (sym0, nodes0, wr0, rec0, pairs0, rows0, index0), \
-        (sym1, nodes1, wr1, rec1, pairs1, rows1, index1) = halves
+    nodes = [np.empty((word_index_rows(len(parts[3 * k]), len(parts[3 * k + 2]), max_len), 2),
+                      np.int32) for k in (0, 1)]
     ring = 2
     while ring < max(1, lookahead) + 1:
         ring *= 2
-    counters = np.zeros((2, 64), np.int64)  # (rows 512 bytes apart)
+    private = np.zeros((4, 64), np.int64)  # (rows 512 bytes apart)
+    counters, rings = private[0:2, :N_COUNTERS], private[2:4, :ring]
     counters[:, C_SPARE] = -1
-    rings = np.zeros((2, 64), np.int64)
     mailbox = np.zeros(MAILBOX_SLOTS, np.int64)
-    publish(mailbox, W_REC, rec1)
-    mailbox[W_PAIRS] = pairs1
+    mailbox[W_DONE] = -1
     events = np.zeros(N_PROGRESS, np.int64)
     progress = np.zeros(N_PROGRESS, np.int64) if progress is None else progress
     failure = []
 
     def work():
         try:
-            (worker or halves_worker)(mailbox, rec1, nodes1, counters[1, :N_COUNTERS],
-                                      rings[1, :ring], sym1, wr1, pairs1, rows1, index1,
-                                      lookahead, 1 << 20, events, 64)
+            (worker or halves_worker)(mailbox, *parts[3:], nodes[1], len(base), dense_base,
+                                      counters[1], rings[1], lookahead, 1 << 20, events, 64)
         except BaseException as exc:
             failure.append(exc)
             mailbox[W_FAILED] = 1
@@ -125,10 +115,10 @@ def run_halves(parts, base, ranks, tie, num_merges, *, heap_floor=1, lookahead=1
     thread.start()
     try:
         out = train_merges_halves(
-            mailbox, rec0, nodes0, counters[0, :N_COUNTERS], rings[0, :ring], sym0, wr0,
-            pairs0, rows0, index0, tok_off, np.frombuffer(b"".join(base), np.uint8).copy(),
-            np.asarray(ranks, np.int64), TIES[tie], num_merges, NEVER, min_count, max_units,
-            progress, 1 << 20, lookahead, heap_floor, base_units, 64)
+            mailbox, *parts[:3], nodes[0], dense_base, counters[0], rings[0], tok_off,
+            np.frombuffer(b"".join(base), np.uint8).copy(), np.asarray(ranks, np.int64),
+            TIES[tie], num_merges, NEVER, min_count, max_units, progress, 1 << 20, lookahead,
+            heap_floor, base_units, 64)
     finally:
         post_exit(mailbox)
         thread.join(timeout=600)

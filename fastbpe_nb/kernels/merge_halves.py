@@ -222,7 +222,7 @@ def alternate_words(symbols, offsets, counts):
 @njit(cache=True, nogil=True)
 def half_setup(symbols, offsets, counts, nodes, n_base, dense_base):
     """One half's word rows, pair table and word index: ``train_merges``' setup (dense
-    or probing, with no byte budget), run on each half at once by the caller.
+    or probing, with no byte budget), run by each half's thread at the start.
 
     Parameters
     ----------
@@ -352,31 +352,25 @@ def _rewrite_half(rec, nodes, touched, counters, symbols, wr, ring, lookahead, n
 
 
 @njit(cache=True, nogil=True)
-def halves_worker(mailbox, rec, nodes, counters, ring, symbols, wr, n_pairs, n_nodes,
-                  index_rows, lookahead, index_check_rows, events, spins_before_yield):
-    """The second half's thread of ``train_merges_halves``: runs its commands until
-    CMD_EXIT. It owns the second half's arrays (only it writes them) and publishes where
-    its pair table and candidates are (``W_REC``, ``W_CAND``).
+def halves_worker(mailbox, symbols, offsets, counts, nodes, n_base, dense_base, counters,
+                  ring, lookahead, index_check_rows, events, spins_before_yield):
+    """The second half's thread of ``train_merges_halves``: sets its half up
+    (``half_setup``, while the calling thread sets up the first), then runs its commands
+    until CMD_EXIT. It owns the second half's arrays (only it writes them) and publishes
+    where its pair table and candidates are (``W_REC``, ``W_CAND``).
 
     Parameters
     ----------
     mailbox : int64[MAILBOX_SLOTS]
         The commands (``M_*``, written by the calling thread) and what the worker reports
-        (``W_*``; ``W_REC`` and ``W_PAIRS`` published by the caller before the start).
-    rec : int64[cap, N_RCOLS]
-        The second half's pair table (``half_setup``).
-    nodes : int32[rows, 2] or int64[rows, 2]
-        Its word index, at its bound (it never grows).
+        (``W_*``; ``W_DONE`` -1 before the start, 0 once its half is set up).
+    symbols, offsets, counts, nodes, n_base, dense_base
+        The second half and its word index, as ``half_setup`` takes them (``symbols`` are
+        rewritten in place).
     counters : int64[N_COUNTERS]
         Its rewrite counters (``C_SPARE`` -1 at the start).
     ring : int64[power of two > lookahead]
         Its read-ahead ring.
-    symbols : int16[total] or int32[total]
-        Its symbols, rewritten in place.
-    wr : int64[n_words + 1, 2]
-        Its word rows (``half_setup``).
-    n_pairs, n_nodes, index_rows : int
-        ``half_setup``'s counts.
     lookahead, index_check_rows : int
         As for ``train_merges``.
     events : int64[N_PROGRESS]
@@ -384,10 +378,15 @@ def halves_worker(mailbox, rec, nodes, counters, ring, symbols, wr, n_pairs, n_n
     spins_before_yield : int
         Turns of a wait before each turn yields the CPU (``merge_loop.HALVES_SPINS``).
     """
+    wr, rec, n_pairs, n_nodes, index_rows = half_setup(symbols, offsets, counts, nodes,
+                                                       n_base, dense_base)
+    _publish(mailbox, W_REC, rec)
+    mailbox[W_PAIRS] = n_pairs
+    atomic_store(mailbox, W_DONE, 0)
     lookahead = max(1, lookahead)  # (below 1 the rewrite would visit no word)
     touched = np.empty(1024, dtype=np.int64)
     cand = np.empty((1024, 2), dtype=np.int64)
-    seen = atomic_load(mailbox, W_DONE)
+    seen = 0
     while True:
         spins = 0
         while atomic_load(mailbox, M_SEQ) == seen:
@@ -440,12 +439,6 @@ def post_exit(mailbox):
 
 
 @njit(cache=True, nogil=True)
-def publish(mailbox, slot, table):
-    """``_publish`` for the caller: the second half's table before the worker starts."""
-    _publish(mailbox, slot, table)
-
-
-@njit(cache=True, nogil=True)
 def _post(mailbox, cmd):
     """Hand command ``cmd`` (its arguments written) to the worker; returns its number."""
     mailbox[M_CMD] = cmd
@@ -455,20 +448,21 @@ def _post(mailbox, cmd):
 
 
 @njit(cache=True, nogil=True)
-def train_merges_halves(mailbox, rec0, nodes0, counters0, ring0, symbols0, wr0, n_pairs0,
-                        n_nodes0, index_rows0, tok_off_base, tok_data_base, base_rank,
-                        tie_mode, max_merges, max_ids, min_count, max_units, progress,
-                        index_check_rows, lookahead, heap_floor, base_units, spins_before_yield):
+def train_merges_halves(mailbox, symbols0, offsets0, counts0, nodes0, dense_base, counters0,
+                        ring0, tok_off_base, tok_data_base, base_rank, tie_mode, max_merges,
+                        max_ids, min_count, max_units, progress, index_check_rows, lookahead,
+                        heap_floor, base_units, spins_before_yield):
     """``merge.train_merges`` with the words in two halves rewritten on two threads: the
     first half here, the second by ``halves_worker``, started by the caller on the same
-    ``mailbox`` (with its table published there) and ended by it with ``post_exit`` after
-    this returns or raises.
+    ``mailbox`` (``W_DONE`` -1) and ended by it with ``post_exit`` after this returns or
+    raises. Each thread sets its half up itself: no other reference to a half's tables
+    exists, so a table that grows frees the one it replaces.
 
     Parameters
     ----------
     mailbox : int64[MAILBOX_SLOTS]
         Shared with the worker.
-    rec0, nodes0, counters0, ring0, symbols0, wr0, n_pairs0, n_nodes0, index_rows0
+    symbols0, offsets0, counts0, nodes0, dense_base, counters0, ring0
         The first half's, as ``halves_worker`` takes the second's.
     tok_off_base, tok_data_base, base_rank, max_merges, max_ids, min_count, max_units,
     index_check_rows, lookahead, heap_floor, base_units
@@ -496,12 +490,16 @@ def train_merges_halves(mailbox, rec0, nodes0, counters0, ring0, symbols0, wr0, 
     n_base = tok_off_base.shape[0] - 1
     lookahead = max(1, lookahead)
     heap_floor = max(1, heap_floor)
+    wr0, rec0, n_pairs0, n_nodes0, index_rows0 = half_setup(symbols0, offsets0, counts0,
+                                                            nodes0, n_base, dense_base)
     ncols = rec0.shape[1]
     # The purges and growths of this thread's half (the worker counts its own).
     events0 = np.zeros(N_PROGRESS, dtype=np.int64)
     touched0 = np.empty(1024, dtype=np.int64)
     cand0 = np.empty((1024, 2), dtype=np.int64)
     _publish(mailbox, M_REC, rec0)
+    if not _wait(mailbox, W_DONE, 0, spins_before_yield):  # the worker's half set up
+        raise RuntimeError("train_merges_halves: the worker thread failed")
     tok_off, tok_data, units, bkeys, cap_ids = _token_tables(
         tok_off_base, tok_data_base, base_units, max_merges, 2 * symbols0.shape[0])
 
