@@ -184,13 +184,14 @@ def run_merge_kernel(symbols, offsets, counts, base_bytes, base_rank, tie_mode, 
     except MemoryError:
         nodes = np.empty((max(16, len(symbols)), 2), node_type)
     show_progress()  # the setup phase is named from the start
-    if halves and _halves_usable(tie_mode, max_memory, merge_batch, len(counts),
-                                 len(symbols)):
+    arrays = _halves_arrays(symbols, offsets, counts) if halves and _halves_usable(
+        tie_mode, max_memory, merge_batch, len(counts), len(symbols)) else None
+    if arrays is not None:
         del nodes  # (each half has its own)
         try:
-            return _run_halves(symbols, offsets, counts, tok_off, tok_data, base_rank,
-                               tie_mode, max_merges, max_ids, min_count, max_units, shared,
-                               tail[0], len(base_bytes), show_progress, ask_to_stop)
+            return _run_halves(arrays, tok_off, tok_data, base_rank, tie_mode, max_merges,
+                               max_ids, min_count, max_units, shared, tail[0], len(base_bytes),
+                               show_progress, ask_to_stop)
         finally:
             if bar is not None:
                 show_progress()
@@ -226,25 +227,37 @@ def _halves_usable(tie_mode, max_memory, merge_batch, n_words, n_symbols) -> boo
             and n_words >= 2 and n_symbols >= HALVES_MIN_SYMBOLS and default_threads() >= 2)
 
 
-def _run_halves(symbols, offsets, counts, tok_off, tok_data, base_rank, tie_mode, max_merges,
-                max_ids, min_count, max_units, shared, base_units, n_base, poll, on_interrupt):
-    """``run_merge_kernel``'s two-thread path: the words in two halves of alternate words
-    (copies), then ``train_merges_halves`` in a shielded thread and ``halves_worker`` in a
-    helper thread beside it, each setting up its half."""
-    from .kernels.merge import C_SPARE, N_COUNTERS, N_PROGRESS, word_index_rows
-    from .kernels.merge_halves import (MAILBOX_SLOTS, W_DONE, W_FAILED, alternate_words,
-                                       halves_worker, post_exit, train_merges_halves,
-                                       worker_events)
-    from .parallel import call_kernel, call_kernel_shielded, in_helper
+def _halves_arrays(symbols, offsets, counts):
+    """The halves of alternate words (``alternate_words``: copies) and each one's word
+    index at its bound (only the pages written become resident; it never grows, since its
+    thread alone may hold it), or None when they do not fit (then one thread merges)."""
+    from .kernels.merge import word_index_rows
+    from .kernels.merge_halves import alternate_words
+    from .parallel import call_kernel
 
     max_len = int(np.max(np.diff(offsets)))
     node_type = np.int32 if word_index_rows(len(symbols), len(counts), max_len) < 2**31 \
         else np.int64
-    parts = call_kernel(alternate_words, symbols, offsets, counts)
-    # Each half's word index at its bound (only the pages written become resident): it
-    # never grows, since its thread alone may hold it.
-    nodes = [np.empty((word_index_rows(len(parts[3 * k]), len(parts[3 * k + 2]), max_len), 2),
-                      node_type) for k in (0, 1)]
+    try:
+        parts = call_kernel(alternate_words, symbols, offsets, counts)
+        nodes = [np.empty((word_index_rows(len(parts[3 * k]), len(parts[3 * k + 2]),
+                                           max_len), 2), node_type) for k in (0, 1)]
+    except MemoryError:  # (too little address space: ulimit -v, strict overcommit)
+        return None
+    return parts, nodes
+
+
+def _run_halves(arrays, tok_off, tok_data, base_rank, tie_mode, max_merges, max_ids,
+                min_count, max_units, shared, base_units, n_base, poll, on_interrupt):
+    """``run_merge_kernel``'s two-thread path on ``_halves_arrays``: ``train_merges_halves``
+    in a shielded thread and ``halves_worker`` in a helper thread beside it, each setting
+    up its half."""
+    from .kernels.merge import C_SPARE, N_COUNTERS, N_PROGRESS
+    from .kernels.merge_halves import (MAILBOX_SLOTS, W_DONE, W_FAILED, halves_worker,
+                                       post_exit, train_merges_halves, worker_events)
+    from .parallel import call_kernel, call_kernel_shielded, in_helper
+
+    parts, nodes = arrays
     # Each thread's counters and read-ahead ring, in cache lines of their own (two small
     # arrays made one after the other share a line, which would bounce between the cores).
     ring_size = 2

@@ -331,3 +331,20 @@ def test_training_on_two_threads(tie, monkeypatch):
     assert calls == [1]
     assert_same_model(fb.train(docs, vocab_size=400, tie_break=tie, num_threads=1), model)
     assert calls == [1]
+
+
+@pytest.mark.skipif(default_threads() < 2, reason="two threads wanted")
+def test_halves_that_do_not_fit_merge_on_one_thread(monkeypatch):
+    """When the halves' copies or word indexes cannot be allocated (too little address
+    space), ``run_merge_kernel`` merges on one thread, with the same merges."""
+    from fastbpe_nb.kernels import merge_halves
+
+    def no_room(*args):
+        raise MemoryError
+
+    words = zipf_words(6, 1500)
+    want = _run_kernel(words, "ids", False)
+    monkeypatch.setattr(merge_loop, "HALVES_MIN_SYMBOLS", 0)
+    monkeypatch.setattr(merge_halves, "alternate_words", no_room)
+    monkeypatch.setattr(merge_halves, "train_merges_halves", no_room)  # (never reached)
+    assert _run_kernel(words, "ids", True) == want
