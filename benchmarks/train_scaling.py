@@ -99,8 +99,14 @@ def child_main(spec_path: str) -> int:
 
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
+    from fastbpe_nb import merge_loop
+
     t0 = time.perf_counter()
-    fb.train_files([spec["warm_file"]], vocab_size=300, pattern=spec["pattern"])
+    # The run's vocabulary size (the kernels' symbol type follows it) and the two-thread
+    # merge loop (which the small warm-up table would not take): those kernels load here.
+    saved, merge_loop.HALVES_MIN_SYMBOLS = merge_loop.HALVES_MIN_SYMBOLS, 0
+    fb.train_files([spec["warm_file"]], vocab_size=spec["vocab_size"], pattern=spec["pattern"])
+    merge_loop.HALVES_MIN_SYMBOLS = saved
     warm = time.perf_counter() - t0
     rss_warm = _rss_mib()
     t0 = time.perf_counter()

@@ -79,6 +79,11 @@ def kernel_table(symbols, offsets, counts, n_base: int, id_bound: int, keep_orde
         out[:] = symbols
         return out, offsets, counts
     order = call_kernel(prefix_order, symbols, offsets, n_base)
+    # Every other word of that order first, then the others: each half of the table is in
+    # prefix order and holds every pair in about equal shares, which the two-thread merge
+    # loop needs (``_halves_arrays``: halves of the sorted order itself held different
+    # pairs, most words that start with a space in one).
+    order = np.concatenate((order[0::2], order[1::2]))
     return (out, *call_kernel(ordered_table, symbols, offsets, counts, order, out))
 
 
@@ -228,18 +233,21 @@ def _halves_usable(tie_mode, max_memory, merge_batch, n_words, n_symbols) -> boo
 
 
 def _halves_arrays(symbols, offsets, counts):
-    """The halves of alternate words (``alternate_words``: copies) and each one's word
-    index at its bound (only the pages written become resident; it never grows, since its
-    thread alone may hold it), or None when they do not fit (then one thread merges)."""
+    """The two halves of the table, at about half the symbols (views: ``kernel_table``
+    puts every other word of its order in each), and each one's word index at its bound
+    (only the pages written become resident; it never grows, since its thread alone may
+    hold it); None when the indexes do not fit (then one thread merges)."""
     from .kernels.merge import word_index_rows
-    from .kernels.merge_halves import alternate_words
-    from .parallel import call_kernel
 
+    n_words = len(counts)
+    mid = min(max(1, int(np.searchsorted(offsets, offsets[-1] // 2))), n_words - 1)
+    cut = int(offsets[mid])
+    parts = (symbols[:cut], offsets[:mid + 1], counts[:mid], symbols[cut:],
+             offsets[mid:] - cut, counts[mid:])
     max_len = int(np.max(np.diff(offsets)))
-    node_type = np.int32 if word_index_rows(len(symbols), len(counts), max_len) < 2**31 \
+    node_type = np.int32 if word_index_rows(len(symbols), n_words, max_len) < 2**31 \
         else np.int64
     try:
-        parts = call_kernel(alternate_words, symbols, offsets, counts)
         nodes = [np.empty((word_index_rows(len(parts[3 * k]), len(parts[3 * k + 2]),
                                            max_len), 2), node_type) for k in (0, 1)]
     except MemoryError:  # (too little address space: ulimit -v, strict overcommit)

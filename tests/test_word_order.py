@@ -1,6 +1,7 @@
 """The merge kernel's copy of the word table (``merge_loop.kernel_table``,
-``kernels/word_order.py``): words sorted by their first symbols, against a sort by hand,
-and the same merges, ids and counts as the table in its counted order."""
+``kernels/word_order.py``): words sorted by their first symbols (every other word of that
+order first), against a sort by hand, and the same merges, ids and counts as the table in
+its counted order."""
 
 import numpy as np
 import pytest
@@ -64,8 +65,10 @@ def test_kernel_table_types_and_kept_order():
         out, new_offsets, new_counts = kernel_table(symbols.astype(np.uint8), offsets, counts,
                                                     6, bound, keep_order=False)
         assert out.dtype == dtype
-        assert out.tolist() == [0, 5, 0, 2, 5, 1] and new_counts.tolist() == [1, 2, 3]
-        assert new_offsets.tolist() == [0, 1, 4, 6]
+        # Sorted [0], [5, 0, 2], [5, 1]; every other word of that order first (the halves
+        # of the two-thread merge loop): [0], [5, 1], then [5, 0, 2].
+        assert out.tolist() == [0, 5, 1, 5, 0, 2] and new_counts.tolist() == [1, 3, 2]
+        assert new_offsets.tolist() == [0, 1, 3, 6]
     out, new_offsets, new_counts = kernel_table(symbols, offsets, counts, 6, 100,
                                                 keep_order=True)
     assert out.dtype == np.int16 and out.tolist() == symbols.tolist()

@@ -4,7 +4,9 @@
 TIE_RANKS and TIE_BYTES rules). The merge loop is bound by memory latency, one word after
 another, so a second core that walks other words meanwhile overlaps twice the misses.
 
-The words are cut in two halves (at about half the symbols), and each half has all the
+The words are cut in two halves (at about half the symbols; the caller orders a sorted
+table so that each half holds every other word, ``merge_loop.kernel_table``), and each
+half has all the
 state ``train_merges`` keeps for the whole table: its own pair table (the counts of its
 words' pairs), word index, free nodes and raised-pairs list. A merge then
 
@@ -180,43 +182,6 @@ def _wait(mailbox, slot, value, spins_before_yield):
         else:
             cpu_yield()
     return True
-
-
-@njit(cache=True, nogil=True)
-def alternate_words(symbols, offsets, counts):
-    """The word table in two halves of alternate words (even rows, odd rows), each in the
-    table's order: ``(symbols0, offsets0, counts0, symbols1, offsets1, counts1)``, copies.
-
-    Alternate words, not the first and second half of the rows: the classic table is sorted
-    by the words' first symbols (``merge_loop.kernel_table``), so its halves would hold
-    different pairs (most words that start with a space in one), and a merge's words would
-    mostly be on one thread. Alternate rows hold every pair in about equal shares."""
-    n_words = counts.shape[0]
-    n0 = (n_words + 1) // 2
-    n1 = n_words // 2
-    offsets0 = np.empty(n0 + 1, dtype=np.int64)
-    offsets1 = np.empty(n1 + 1, dtype=np.int64)
-    counts0 = np.empty(n0, dtype=np.int64)
-    counts1 = np.empty(n1, dtype=np.int64)
-    offsets0[0] = 0
-    offsets1[0] = 0
-    for w in range(n_words):
-        h = w // 2
-        if w % 2 == 0:
-            offsets0[h + 1] = offsets0[h] + offsets[w + 1] - offsets[w]
-            counts0[h] = counts[w]
-        else:
-            offsets1[h + 1] = offsets1[h] + offsets[w + 1] - offsets[w]
-            counts1[h] = counts[w]
-    symbols0 = np.empty(offsets0[n0], dtype=symbols.dtype)
-    symbols1 = np.empty(offsets1[n1], dtype=symbols.dtype)
-    for w in range(n_words):
-        h = w // 2
-        if w % 2 == 0:
-            symbols0[offsets0[h]:offsets0[h + 1]] = symbols[offsets[w]:offsets[w + 1]]
-        else:
-            symbols1[offsets1[h]:offsets1[h + 1]] = symbols[offsets[w]:offsets[w + 1]]
-    return symbols0, offsets0, counts0, symbols1, offsets1, counts1
 
 
 @njit(cache=True, nogil=True)
