@@ -1,14 +1,15 @@
-"""The two-core merge kernel (kernels/merge_halves.py) against the specification.
+"""The two-thread merge kernel (kernels/merge_halves.py) against the specification.
 
 ``train_merges_halves`` keeps a pair table, word index and raised-pairs list per half of
-the words and one heap of summed counts. Every run must learn exactly ``reference.train``'s
-merges, ids and counts, wherever the words are cut in two, whichever of its paths a merge
-takes: the halves rewritten in one parallel region or one after the other
-(``parallel_from``), the raised pairs' sums read at once or not (``parallel_sums_from``),
-the heap rebuilt and its threshold raised (a heap floor of 1), each half's table purged
-and grown. The event counters in ``progress`` prove that the cases reach those paths.
+the words, each owned by one thread (``halves_worker`` has the second), and one heap of
+summed counts. Every run must learn exactly ``reference.train``'s merges, ids and counts,
+wherever the words are cut in two (down to a half of one word, or every other word as
+``merge_loop.kernel_table`` orders them), whichever of its paths a merge takes: the heap
+rebuilt and its threshold raised (a heap floor of 1), each half's table purged and grown.
+The event counters in ``progress`` prove that the cases reach those paths. The hand-overs
+themselves are tested for what can go wrong: a failed worker, a stop request, a forked
+child, halves that do not fit.
 """
-
 from __future__ import annotations
 
 import multiprocessing
