@@ -50,24 +50,12 @@ from fastbpe_nb.merge_loop import DENSE_BASE
 from fastbpe_nb.parallel import default_threads
 
 from fbtest import NOJIT
-from test_merge_kernel import zipf_words
+from test_merge_kernel import word_table, zipf_words
 
 TIES = {"ids": TIE_RANKS, "hf": TIE_RANKS, "bytes": TIE_BYTES}
 EVENTS = {"rebuilds": PROG_REBUILDS, "raises": PROG_RAISES, "purges": PROG_PURGES,
           "grows": PROG_GROWS}
 NEVER = 1 << 40
-
-
-def word_table(words, extra_base=0):
-    """``words`` ({word: count}) as the kernel's table, and its base tokens: the 256 bytes,
-    then ``extra_base`` more (b"\\xff" * 2, * 3 ...: no merge of ASCII words makes them)."""
-    raw = [w.encode("utf-8") for w in words]
-    symbols = np.frombuffer(b"".join(raw), np.uint8).astype(np.int32)
-    offsets = np.zeros(len(raw) + 1, np.int64)
-    np.cumsum([len(r) for r in raw], out=offsets[1:])
-    counts = np.array(list(words.values()), np.int64)
-    base = [bytes([b]) for b in range(256)] + [b"\xff" * (k + 2) for k in range(extra_base)]
-    return symbols, offsets, counts, base
 
 
 def split_table(symbols, offsets, counts, mid):

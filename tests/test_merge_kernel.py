@@ -54,21 +54,28 @@ def zipf_words(seed: int, n_words: int) -> dict[str, int]:
     return words
 
 
-def kernel_merges(words, tie, num_merges, **knobs):
-    """The kernel's (merges, ids, counts) on ``words`` and its event counts."""
+def word_table(words, extra_base=0, symbol_type=np.int32):
+    """``words`` ({word: count}) as the kernel's table, and its base tokens: the 256 bytes,
+    then ``extra_base`` more (b"\\xff" * 2, * 3 ...: no merge of the ASCII words makes
+    them): a wider alphabet, whose new ids the caller shifts back."""
     raw = [w.encode("utf-8") for w in words]
-    symbols = np.frombuffer(b"".join(raw), np.uint8).astype(knobs.pop("symbol_type", np.int32))
+    symbols = np.frombuffer(b"".join(raw), np.uint8).astype(symbol_type)
     offsets = np.zeros(len(raw) + 1, np.int64)
     np.cumsum([len(r) for r in raw], out=offsets[1:])
     counts = np.array(list(words.values()), np.int64)
+    base = [bytes([b]) for b in range(256)] + [b"\xff" * (k + 2) for k in range(extra_base)]
+    return symbols, offsets, counts, base
+
+
+def kernel_merges(words, tie, num_merges, **knobs):
+    """The kernel's (merges, ids, counts) on ``words`` and its event counts."""
+    extra = knobs.pop("extra_base", 0)
+    symbols, offsets, counts, base = word_table(words, extra,
+                                                knobs.pop("symbol_type", np.int32))
     ranks = ref.hf_byte_ranks() if tie == "hf" else list(range(256))
     rows = word_index_rows(len(symbols), len(counts), int(np.diff(offsets).max()))
     nodes = np.empty((rows, 2), knobs.pop("node_type", np.int32))
     progress = np.zeros(N_PROGRESS, np.int64)
-    # ``extra_base`` > 0: base tokens past the 256 bytes (b"\xff" * 2, * 3 ...: no merge of
-    # the ASCII words makes them): a wider alphabet; the caller shifts the new ids back.
-    extra = knobs.pop("extra_base", 0)
-    base = [bytes([b]) for b in range(256)] + [b"\xff" * (k + 2) for k in range(extra)]
     tok_off = np.zeros(len(base) + 1, np.int64)
     np.cumsum([len(b) for b in base], out=tok_off[1:])
     ranks = list(ranks) + list(range(256, 256 + extra))
