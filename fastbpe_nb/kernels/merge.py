@@ -1021,6 +1021,36 @@ def _merged_token(tok_off, tok_data, units, bkeys, n_ids, A, B):
 
 
 @njit(cache=True, nogil=True)
+def _recorded(out_merges, out_ids, out_counts, n_merges, A, B, X, count):
+    """The output arrays with merge ``n_merges`` (``(A, B) -> X`` at ``count``) written,
+    grown (capacity doubled) when full: ``(out_merges, out_ids, out_counts)``."""
+    if n_merges >= out_merges.shape[0]:
+        out_merges = grow(out_merges, 2 * out_merges.shape[0])
+        out_ids = grow(out_ids, 2 * out_ids.shape[0])
+        out_counts = grow(out_counts, 2 * out_counts.shape[0])
+    out_merges[n_merges, 0] = A
+    out_merges[n_merges, 1] = B
+    out_ids[n_merges] = X
+    out_counts[n_merges] = count
+    return out_merges, out_ids, out_counts
+
+
+@njit(cache=True, nogil=True)
+def _theta_kept(heap, hn, theta, target, raise_at, tie_mode, tok_off, tok_data, progress):
+    """After a merge's pushes: when the heap holds more than ``max(4 * target, raise_at)``
+    entries (mostly pairs too rare to be merged), the threshold raised (``_raise_theta``)
+    and ``raise_at`` set to twice the entries left (not again before they double: they may
+    not have shrunk). Returns ``(hn, theta, raise_at)``."""
+    if hn > max(4 * target, raise_at):
+        hn, new_theta = _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data)
+        if new_theta > theta:
+            _event(progress, PROG_RAISES)
+        theta = new_theta
+        raise_at = 2 * hn
+    return hn, theta, raise_at
+
+
+@njit(cache=True, nogil=True)
 def _make_room(rec, nodes, touched, counters, ring, wr, index_rows, index_check_rows,
                progress, held):
     """Room for the word ``_rewrite_words`` stopped at (``ring[C_DONE]``): the pair table
@@ -1355,14 +1385,8 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
         X, tok_off, tok_data, units, bkeys, n_ids = _merged_token(tok_off, tok_data, units,
                                                                   bkeys, n_ids, A, B)
 
-        if n_merges >= out_merges.shape[0]:
-            out_merges = grow(out_merges, 2 * out_merges.shape[0])
-            out_ids = grow(out_ids, 2 * out_ids.shape[0])
-            out_counts = grow(out_counts, 2 * out_counts.shape[0])
-        out_merges[n_merges, 0] = A
-        out_merges[n_merges, 1] = B
-        out_ids[n_merges] = X
-        out_counts[n_merges] = count
+        out_merges, out_ids, out_counts = _recorded(out_merges, out_ids, out_counts, n_merges,
+                                                    A, B, X, count)
 
         # Rewrite every word that contains (A, B), applying neighbour deltas.
         stamp = n_merges % STAMP_PERIOD + 1
@@ -1403,11 +1427,7 @@ def train_merges(symbols, offsets, counts, tok_off_base, tok_data_base, base_ran
                            tok_off, tok_data)
         target = _heap_target(min(max_merges - n_merges, max_ids - n_ids), n_pairs,
                               heap_floor)
-        if hn > max(4 * target, raise_at):  # mostly pairs too rare to be merged
-            hn, new_theta = _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data)
-            if new_theta > theta:
-                _event(progress, PROG_RAISES)
-            theta = new_theta
-            raise_at = 2 * hn  # not again before it doubles (it may not have shrunk)
+        hn, theta, raise_at = _theta_kept(heap, hn, theta, target, raise_at, tie_mode, tok_off,
+                                          tok_data, progress)
 
     return out_merges[:n_merges].copy(), out_ids[:n_merges].copy(), out_counts[:n_merges].copy()

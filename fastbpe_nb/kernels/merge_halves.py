@@ -59,7 +59,6 @@ from .merge import (
     PROG_BUDGET,
     PROG_GROWS,
     PROG_PURGES,
-    PROG_RAISES,
     PROG_REBUILDS,
     R_COUNT,
     R_HEAD,
@@ -88,14 +87,15 @@ from .merge import (
     _probe,
     _probed_pairs,
     _push,
-    _raise_theta,
+    _recorded,
     _rewrite_words,
     _start_walk,
+    _theta_kept,
     _token_tables,
     _word_rows,
 )
 from .sync import atomic_load, atomic_store, cpu_relax, cpu_yield
-#: kernel cache stamp: df0d2da6a7986d4d232f59fd96772e1a3e53c8910bb20b73e6aa711c86074e6f
+#: kernel cache stamp: 917b2fa62d126ef08ecdec9bb45f1bb9dec5d5c126b6476c3920f08923f70f0e
 
 # Slots of the ``mailbox`` (int64[MAILBOX_SLOTS]): the calling thread writes the first
 # two cache lines, the worker the third and fourth (a line both wrote would bounce between
@@ -535,14 +535,8 @@ def train_merges_halves(mailbox, symbols0, offsets0, counts0, nodes0, dense_base
         B = best_key & LOW32
         X, tok_off, tok_data, units, bkeys, n_ids = _merged_token(tok_off, tok_data, units,
                                                                   bkeys, n_ids, A, B)
-        if n_merges >= out_merges.shape[0]:
-            out_merges = _grow_q(out_merges, 2 * out_merges.shape[0])
-            out_ids = _grow_q(out_ids, 2 * out_ids.shape[0])
-            out_counts = _grow_q(out_counts, 2 * out_counts.shape[0])
-        out_merges[n_merges, 0] = A
-        out_merges[n_merges, 1] = B
-        out_ids[n_merges] = X
-        out_counts[n_merges] = count
+        out_merges, out_ids, out_counts = _recorded(out_merges, out_ids, out_counts, n_merges,
+                                                    A, B, X, count)
 
         # Rewrite both halves' words of (A, B): the second on the worker meanwhile.
         stamp = n_merges % STAMP_PERIOD + 1
@@ -587,12 +581,8 @@ def train_merges_halves(mailbox, symbols0, offsets0, counts0, nodes0, dense_base
                                 max_units, tie_mode, base_rank, n_base, tok_off, tok_data)
         target = _heap_target(min(max_merges - n_merges, max_ids - n_ids),
                               n_pairs0 + mailbox[W_PAIRS], heap_floor)
-        if hn > max(4 * target, raise_at):  # mostly pairs too rare to be merged
-            hn, new_theta = _raise_theta(heap, hn, theta, target, tie_mode, tok_off, tok_data)
-            if new_theta > theta:
-                _event(progress, PROG_RAISES)
-            theta = new_theta
-            raise_at = 2 * hn  # not again before it doubles (it may not have shrunk)
+        hn, theta, raise_at = _theta_kept(heap, hn, theta, target, raise_at, tie_mode, tok_off,
+                                          tok_data, progress)
 
     if failed:
         raise RuntimeError("train_merges_halves: the worker thread failed")
