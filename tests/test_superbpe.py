@@ -232,6 +232,45 @@ def test_cut_threshold_on_tie_heavy_corpora(monkeypatch, share, tie):
         assert cut["runs"] > 1
 
 
+def test_sketch_grows_with_the_merges():
+    """The sketch has a counter a row for about ``SKETCH_ADJACENCIES`` adjacencies and at
+    least ``SKETCH_PER_MERGE`` a merge, a power of two within the bounds."""
+    from fastbpe_nb.superbpe import (SKETCH_ADJACENCIES, SKETCH_MAX_BITS, SKETCH_MIN_BITS,
+                                     SKETCH_PER_MERGE, sketch_bits)
+
+    assert sketch_bits(0, 0) == SKETCH_MIN_BITS
+    assert sketch_bits(878_219, 2048) == (SKETCH_PER_MERGE * 2048 - 1).bit_length() == 16
+    assert sketch_bits(878_219, 8192) == 18
+    assert sketch_bits(15_189_637, 8192) == 19  # the table's rule: 100 MB of Linux sources
+    assert sketch_bits(SKETCH_ADJACENCIES << 20, 1) == 20
+    assert sketch_bits(10**12, 10**9) == sketch_bits(1, 1 << 62) == SKETCH_MAX_BITS
+    for n in (1, 1000, 10**6, 10**8):
+        for k in (0, 1, 100, 10**4):
+            bits = sketch_bits(n, k)
+            assert SKETCH_MIN_BITS <= bits <= SKETCH_MAX_BITS
+            assert bits == SKETCH_MAX_BITS or 2 ** bits >= max(n // SKETCH_ADJACENCIES,
+                                                                SKETCH_PER_MERGE * k)
+
+
+@pytest.mark.parametrize("name", ["fortunes_en", "kjv"])
+def test_stage_two_trains_once_on_real_text(name):
+    """On real text the threshold from the sketch is low enough that stage 2's merges do
+    not run out above it: one run of the merge kernel (with a sketch sized by the table
+    alone, both corpora trained twice at this size)."""
+    from fbtest import CORPORA
+
+    path = CORPORA / f"{name}.txt"
+    if not path.exists():
+        pytest.skip("no shared corpora")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    docs = ["".join(lines[i:i + 50]) for i in range(0, len(lines), 50)]
+    tok, report = fb.train(docs, vocab_size=8192, superbpe_transition=6144,
+                           return_report=True)
+    cut = report["superbpe_stage2_cut"]
+    assert cut["runs"] == 1 and len(tok.merges) == 8192 - 256
+    assert cut["symbols"] < report["superbpe_stage2_symbols"] / 2
+
+
 def sketch_cells_by_hand(pair, bits):
     """The two counters of ``pair`` in a sketch of ``2**bits`` counters a row, in Python
     integers (``kernels.pair_cut.sketch_cells``' two hashes)."""
