@@ -55,7 +55,7 @@ def check_options(opts, texts=None) -> None:
 # --------------------------------------------------------------------------- the unit pass
 
 class UnitCollector:
-    """The corpus as units (``kernels.boundless.lookup_units``), batch by batch: each
+    """The corpus as units (``kernels.boundless.piece_units``), batch by batch: each
     pre-token that is one of the ``use`` tokens of ``classic`` (word pre-tokens that
     training makes single tokens) as that token's (classic) id, any other as -1."""
 
@@ -68,7 +68,8 @@ class UnitCollector:
         self.num_threads = num_threads
         self.tok_off, self.tok_data = token_arrays(classic.model.token_bytes)
         self.slots = call_kernel(token_slots, self.tok_off, self.tok_data, use)
-        self.parts = []
+        self._units = np.empty(1 << 16, np.int32)
+        self._n = 0
 
     def add_texts(self, texts) -> None:
         from .counting import documents_as_bytes
@@ -89,28 +90,35 @@ class UnitCollector:
 
     def add_pieces(self, data, pieces, doc_pieces) -> None:
         """A batch pre-tokenized already (special tokens cut out)."""
-        from .kernels.boundless import lookup_units, lookup_units_parallel
+        from .kernels.boundless import append_runs, piece_units, piece_units_parallel
         from .parallel import call_kernel, default_threads, run_parallel
 
-        args = (data, pieces, doc_pieces, self.slots, self.tok_off, self.tok_data)
+        args = (data, pieces, self.slots, self.tok_off, self.tok_data)
         n_threads = self.num_threads or default_threads()
-        n_docs = len(doc_pieces) - 1
-        if n_threads > 1 and n_docs > 1 and len(pieces) > 1 << 16:
-            units = run_parallel(lookup_units_parallel, n_threads, *args,
-                                 min(n_docs, 4 * n_threads), serial=(lookup_units, args))
+        n_pieces = len(pieces) - 1
+        if n_threads > 1 and n_pieces > 1 << 16:
+            found = run_parallel(piece_units_parallel, n_threads, *args, 4 * n_threads,
+                                 serial=(piece_units, args))
         else:
-            units = call_kernel(lookup_units, *args)
-        if len(units) == 0:  # (no document left: only special tokens)
-            return
-        # Only units and the first -1 after them matter: runs of -1 shrink to one.
-        prev = np.empty_like(units)
-        prev[0] = -1
-        prev[1:] = units[:-1]
-        self.parts.append(units[(units >= 0) | (prev >= 0)])
+            found = call_kernel(piece_units, *args)
+        # The runs of units appended in place, into a buffer that doubles.
+        need = self._n + 2 * n_pieces
+        if need > len(self._units):
+            grown = np.empty(max(need, 2 * len(self._units)), np.int32)
+            grown[:self._n] = self._units[:self._n]
+            self._units = grown
+        self._n = call_kernel(append_runs, found, doc_pieces, self._units, self._n)
 
     def units(self) -> np.ndarray:
-        units = np.concatenate(self.parts) if self.parts else np.zeros(0, np.int32)
-        return np.concatenate([units, np.array([-1], np.int32)])
+        """``int32[n + 1]``: the runs of units of every batch (each followed by a -1),
+        then a -1."""
+        if self._n + 1 > len(self._units) or len(self._units) > self._n + 1 + (self._n >> 2):
+            units = np.empty(self._n + 1, np.int32)  # (not the unused quarter or more)
+            units[:self._n] = self._units[:self._n]
+        else:
+            units = self._units[:self._n + 1]
+        units[self._n] = -1
+        return units
 
 
 def count_texts(texts, opts):

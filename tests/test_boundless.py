@@ -454,3 +454,96 @@ def test_superword_needs_a_plain_byte_level_model(tmp_path, key, value):
     (tmp_path / "bad.json").write_text(json.dumps(doc))
     with pytest.raises(fb.ModelFormatError, match=f"{key}|alphabet"):  # (chars: no alphabet)
         fb.load(tmp_path / "bad.json")
+
+
+def pair_table_by_hand(units):
+    """``kernels.boundless.pair_table`` in Python: pairs numbered by first occurrence."""
+    index, left, right, count, where = {}, [], [], [], []
+    pid = [-1] * len(units)
+    for q in range(len(units) - 1):
+        a, b = int(units[q]), int(units[q + 1])
+        if a < 0 or b < 0:
+            continue
+        if (a, b) not in index:
+            index[(a, b)] = len(left)
+            left.append(a)
+            right.append(b)
+            count.append(0)
+            where.append([])
+        p = index[(a, b)]
+        pid[q] = p
+        count[p] += 1
+        where[p].append(q)
+    occ_off = np.cumsum([0] + count)
+    return pid, left, right, count, occ_off.tolist(), [q for w in where for q in w]
+
+
+@pytest.mark.parametrize("n, n_words, cut", [(0, 1, 0.5), (1, 1, 0.0), (9, 2, 0.3),
+                                             (200_000, 1000, 0.1), (300_000, 5000, 0.02)])
+def test_pair_table_equals_counting_by_hand(n, n_words, cut):
+    """Up to ~290 k distinct pairs: the table, which starts at 64 k slots, doubles 3 times."""
+    from fastbpe_nb.kernels.boundless import pair_table
+
+    rng = np.random.default_rng(n + n_words)
+    units = rng.integers(0, n_words, n).astype(np.int32)
+    units[rng.random(n) < cut] = -1
+    got = pair_table(units)
+    want = pair_table_by_hand(units)
+    for g, w in zip(got, want):
+        assert g.tolist() == list(w)
+    if n == 300_000:
+        assert len(want[1]) > 4 * (1 << 15)  # the doubling was reached
+
+
+def test_units_in_parallel_ranges_and_runs_across_batches():
+    """``piece_units_parallel`` (ranges of pieces, any count) equals the serial kernel, and
+    ``append_runs`` keeps exactly the runs of two units or more, each followed by one -1,
+    within documents (empty ones too), batch after batch."""
+    from fastbpe_nb.kernels.boundless import (append_runs, piece_units, piece_units_parallel,
+                                              token_slots)
+    from fastbpe_nb.model import token_arrays
+
+    words = [b" the", b"cat", b" sat", b"\xc3\xa9t\xc3\xa9", b" on", b"mat"]
+    others = [b".", b"\n", b" 12", b"  ", b"x"]
+    tokens = [bytes([i]) for i in range(256)] + words + [b"xy"]
+    tok_off, tok_data = token_arrays(tokens)
+    use = np.zeros(len(tokens), np.uint8)
+    use[256:256 + len(words)] = 1
+    slots = token_slots(tok_off, tok_data, use)
+    rng = np.random.default_rng(7)
+    pool = words + others
+    chosen = rng.integers(0, len(pool), 100_003)
+    data = np.frombuffer(b"".join(pool[i] for i in chosen), np.uint8)
+    pieces = np.concatenate([[0], np.cumsum([len(pool[i]) for i in chosen])]).astype(np.int64)
+    found = piece_units(data, pieces, slots, tok_off, tok_data)
+    expect = np.array([256 + i if i < len(words) else -1 for i in chosen], np.int32)
+    assert found.tolist() == expect.tolist()
+    for n_blocks in (1, 2, 7, 64):
+        assert piece_units_parallel(data, pieces, slots, tok_off, tok_data,
+                                    n_blocks).tolist() == expect.tolist()
+
+    def runs_by_hand(found, doc_pieces):
+        """The runs of two units or more of each document, each followed by a -1."""
+        out = []
+        for d in range(len(doc_pieces) - 1):
+            run = []
+            for x in list(found[doc_pieces[d]:doc_pieces[d + 1]]) + [-1]:
+                if x >= 0:
+                    run.append(int(x))
+                    continue
+                if len(run) >= 2:
+                    out += run + [-1]
+                run = []
+        return np.array(out, np.int32)
+
+    out = np.empty(2 * len(found) + 100, np.int32)
+    n_out, parts = 0, []
+    for lo, hi in [(0, 0), (0, 10), (10, 5000), (5000, 100_003)]:
+        cuts = np.unique(np.concatenate([[0, hi - lo], rng.integers(0, hi - lo + 1, 20)]))
+        doc_pieces = np.concatenate([[0, 0], cuts, [hi - lo]]).astype(np.int64)  # empty docs
+        batch = found[lo:hi]
+        n_out = append_runs(batch, doc_pieces, out, n_out)
+        parts.append(runs_by_hand(batch, doc_pieces))
+    assert out[:n_out].tolist() == np.concatenate(parts).tolist()
+    alone = (found >= 0) & (np.r_[-1, found[:-1]] < 0) & (np.r_[found[1:], -1] < 0)
+    assert alone.any() and (out[:n_out] >= 0).sum() < (found >= 0).sum()  # units left out

@@ -7,8 +7,8 @@ stream is that of classic training, and these kernels interleave the supermerges
 * ``word_tokens``: for each token of classic training that is a ``BOUNDLESS_WORD``
   (`` ?\\p{L}+``, ``word_flags``), whether a pre-token of its bytes becomes that one token
   with the ordinary merges, and after how many of them.
-* ``lookup_units``: each pre-token of the corpus as a "unit": that token, or -1 (any other
-  pre-token: it never joins, it cuts the runs of units).
+* ``piece_units`` / ``append_runs``: each pre-token of the corpus as a "unit": that token,
+  or -1 (any other pre-token: it never joins, it cuts the runs of units).
 * ``pair_table``: the distinct pairs of adjacent units, their counts and positions.
 * ``interleave``: the merge loop: the next ordinary merge or the best supermerge,
   whichever has the higher count, with a lazy max-heap of supermerges whose counts only
@@ -24,7 +24,7 @@ supermerge rank after the ordinary encoder ran.
 import numpy as np
 from numba import njit, prange
 
-from .hashing import (EMPTY, HASH_SEED, grow, hash_slot, hash_units, interleaved_get,
+from .hashing import (EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get,
                       pair_key, same_units, table_capacity, table_slot)
 from .scan import decode_multibyte
 from .unicode_classes import CLS_L
@@ -111,10 +111,9 @@ def token_slots(tok_off, tok_data, use):
 
 
 @njit(cache=True, nogil=True)
-def lookup_units(data, pieces, doc_pieces, slots, tok_off, tok_data):
-    """The units of a batch of pre-tokenized documents: each piece's token, when the piece
-    is one of the tokens in ``slots`` (a word pre-token that training makes one token),
-    else -1; and a -1 after every document (documents never join).
+def piece_units(data, pieces, slots, tok_off, tok_data):
+    """Each piece's unit: its token, when the piece is one of the tokens in ``slots`` (a
+    word pre-token that training makes one token), else -1.
 
     Parameters
     ----------
@@ -122,60 +121,90 @@ def lookup_units(data, pieces, doc_pieces, slots, tok_off, tok_data):
         The documents' UTF-8 bytes (special tokens already cut out).
     pieces : int64[n_pieces + 1]
         Piece boundaries in ``data`` (``pretokenize.piece_offsets``).
-    doc_pieces : int64[n_docs + 1]
-        Index of each document's first piece.
     slots : int64[cap], tok_off : int64[n_tokens + 1], tok_data : uint8[*]
         ``token_slots``' table and the tokens' bytes.
 
     Returns
     -------
-    units : int32[n_pieces + n_docs]
-        Piece ``j`` of document ``d`` at ``j + d``; the separator after it at
-        ``doc_pieces[d + 1] + d``.
+    found : int32[n_pieces]
     """
-    n_docs = doc_pieces.shape[0] - 1
-    units = np.empty(pieces.shape[0] - 1 + n_docs, dtype=np.int32)
-    _lookup_docs(data, pieces, doc_pieces, slots, tok_off, tok_data, units, 0, n_docs)
-    return units
+    found = np.empty(pieces.shape[0] - 1, dtype=np.int32)
+    _look_up_pieces(data, pieces, slots, tok_off, tok_data, found, 0, found.shape[0])
+    return found
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def lookup_units_parallel(data, pieces, doc_pieces, slots, tok_off, tok_data, n_blocks):
-    """``lookup_units`` with the documents cut into ``n_blocks`` blocks looked up in
-    parallel (each block writes only its own documents' slots of ``units``)."""
-    n_docs = doc_pieces.shape[0] - 1
-    units = np.empty(pieces.shape[0] - 1 + n_docs, dtype=np.int32)
+def piece_units_parallel(data, pieces, slots, tok_off, tok_data, n_blocks):
+    """``piece_units`` with the pieces cut into ``n_blocks`` ranges looked up in parallel
+    (each writes only its own range of ``found``; a batch is often one document, so the
+    ranges are of pieces, not of documents)."""
+    found = np.empty(pieces.shape[0] - 1, dtype=np.int32)
+    n = found.shape[0]
     for b in prange(n_blocks):
-        _lookup_docs(data, pieces, doc_pieces, slots, tok_off, tok_data, units,
-                     b * n_docs // n_blocks, (b + 1) * n_docs // n_blocks)
-    return units
+        _look_up_pieces(data, pieces, slots, tok_off, tok_data, found, b * n // n_blocks,
+                        (b + 1) * n // n_blocks)
+    return found
 
 
 @njit(cache=True, nogil=True)
-def _lookup_docs(data, pieces, doc_pieces, slots, tok_off, tok_data, units, d0, d1):
-    """``lookup_units`` for documents ``d0 .. d1 - 1`` (writes their slots of ``units``)."""
+def _look_up_pieces(data, pieces, slots, tok_off, tok_data, found, j0, j1):
+    """``piece_units`` for pieces ``j0 .. j1 - 1`` (writes their slots of ``found``)."""
     mask = slots.shape[0] - 1
-    for d in range(d0, d1):
-        for j in range(doc_pieces[d], doc_pieces[d + 1]):
-            start = pieces[j]
-            n = pieces[j + 1] - start
-            found = -1
-            # A word pre-token starts with a space, an ASCII letter or a lead byte (a
-            # shortcut only: the table holds word tokens alone).
-            b0 = data[start]
-            if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
-                i = hash_slot(hash_units(data, start, start + n, HASH_SEED)) & mask
-                while True:
-                    t = slots[i]
-                    if t == EMPTY:
-                        break
-                    if tok_off[t + 1] - tok_off[t] == n and same_units(tok_data, tok_off[t],
-                                                                       data, start, n):
-                        found = t
-                        break
-                    i = (i + 1) & mask
-            units[j + d] = found
-        units[doc_pieces[d + 1] + d] = -1
+    for j in range(j0, j1):
+        start = pieces[j]
+        n = pieces[j + 1] - start
+        unit = -1
+        # A word pre-token starts with a space, an ASCII letter or a lead byte (a shortcut
+        # only: the table holds word tokens alone).
+        b0 = data[start]
+        if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
+            i = hash_slot(hash_units(data, start, start + n, HASH_SEED)) & mask
+            while True:
+                t = slots[i]
+                if t == EMPTY:
+                    break
+                if tok_off[t + 1] - tok_off[t] == n and same_units(tok_data, tok_off[t],
+                                                                   data, start, n):
+                    unit = t
+                    break
+                i = (i + 1) & mask
+        found[j] = unit
+
+
+@njit(cache=True, nogil=True)
+def append_runs(found, doc_pieces, out, n_out):
+    """Append a batch's runs of units to ``out[n_out:]``: the runs of two units or more
+    among the pieces' units (``found``), each followed by one -1; a run never spans
+    documents (they never join). A unit alone, between two pieces that are not units, is
+    in no pair, so no supermerge can take it: it is left out (on 100 MB of Linux sources
+    22.6 M units shrink to a fraction, and the passes over them with it). Returns the new
+    length.
+
+    Parameters
+    ----------
+    found : int32[n_pieces]
+        ``piece_units`` of the batch.
+    doc_pieces : int64[n_docs + 1]
+        Index of each document's first piece.
+    out : int32[cap]
+        The units so far, with room for ``2 * n_pieces`` more after ``n_out`` (at most a
+        -1 after each unit).
+    """
+    for d in range(doc_pieces.shape[0] - 1):
+        j1 = doc_pieces[d + 1]
+        prev = -1
+        for j in range(doc_pieces[d], j1):
+            x = found[j]
+            if x >= 0:
+                nxt = found[j + 1] if j + 1 < j1 else -1
+                if prev >= 0 or nxt >= 0:
+                    out[n_out] = x
+                    n_out += 1
+                    if nxt < 0:
+                        out[n_out] = -1
+                        n_out += 1
+            prev = x
+    return n_out
 
 
 @njit(cache=True, nogil=True)
@@ -288,13 +317,27 @@ def final_merges(kind, which, c_merges, c_ids, left_token, right_token, n_classi
 
 
 @njit(cache=True, nogil=True)
+def _doubled_pairs(keys, left, right, n_pairs):
+    """``pair_table``'s hash table (pair key -> index) at twice the slots, holding pairs
+    ``0 .. n_pairs - 1``: ``(keys, vals)``."""
+    keys = np.full(2 * keys.shape[0], EMPTY, dtype=np.int64)
+    vals = np.zeros(keys.shape[0], dtype=np.int64)
+    for p in range(n_pairs):
+        key = pair_key(left[p], right[p])
+        i = table_slot(keys, key)
+        keys[i] = key
+        vals[i] = p
+    return keys, vals
+
+
+@njit(cache=True, nogil=True)
 def pair_table(units):
     """The distinct pairs of adjacent units (both word indices) and where they occur.
 
     Parameters
     ----------
     units : int32[n]
-        Unit tokens, -1 between runs (``lookup_units``' output, joined over batches).
+        Runs of unit tokens, a -1 after each (``append_runs``' output, over all batches).
 
     Returns
     -------
@@ -309,14 +352,15 @@ def pair_table(units):
     """
     n = units.shape[0]
     pid = np.full(n, -1, dtype=np.int32)
-    # Sized for the positions that hold a pair (an upper bound of the pairs): no rehash.
-    n_pos = 0
+    n_pos = 0  # positions that hold a pair: at most that many pairs
     for q in range(n - 1):
         if units[q] >= 0 and units[q + 1] >= 0:
             n_pos += 1
-    cap = table_capacity(n_pos)
-    keys = np.full(cap, EMPTY, dtype=np.int64)
-    vals = np.zeros(cap, dtype=np.int64)
+    # The table starts small and doubles at half full: the distinct pairs are far fewer
+    # than the positions (a table for all of them took 512 MiB of fresh pages and most of
+    # this kernel's time on 100 MB of Linux sources).
+    keys = np.full(table_capacity(min(n_pos, 1 << 15)), EMPTY, dtype=np.int64)
+    vals = np.zeros(keys.shape[0], dtype=np.int64)
     left = np.empty(max(n_pos, 1), dtype=np.int32)
     right = np.empty(max(n_pos, 1), dtype=np.int32)
     count = np.zeros(max(n_pos, 1), dtype=np.int64)
@@ -329,6 +373,9 @@ def pair_table(units):
         key = pair_key(a, b)
         i = table_slot(keys, key)
         if keys[i] == EMPTY:
+            if 2 * (n_pairs + 1) > keys.shape[0]:
+                keys, vals = _doubled_pairs(keys, left, right, n_pairs)
+                i = table_slot(keys, key)
             keys[i] = key
             vals[i] = n_pairs
             left[n_pairs] = a
