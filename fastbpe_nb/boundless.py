@@ -77,16 +77,42 @@ class UnitCollector:
         self.add_batch(*documents_as_bytes(texts))
 
     def add_batch(self, data, doc_offsets) -> None:
-        from .counting import cut_special_tokens
-        from .parallel import default_threads
+        from ._scanner import PATTERN_IDS, read_only, scan_tail
+        from .counting import COUNT_CHUNK_BYTES, cut_special_tokens
+        from .kernels.boundless import scan_units, scan_units_serial
+        from .parallel import call_kernel, default_threads, run_parallel
 
         data = np.ascontiguousarray(data, dtype=np.uint8)
         doc_offsets = np.ascontiguousarray(doc_offsets, dtype=np.int64)
         if self.matcher:
             data, doc_offsets = cut_special_tokens(data, doc_offsets, self.matcher)
-        pieces, doc_pieces = pretokenize.piece_offsets(
-            data, doc_offsets, self.pattern, self.num_threads or default_threads())
-        self.add_pieces(data, pieces, doc_pieces)
+        n_threads = self.num_threads or default_threads()
+        name = pretokenize.scanner_name(self.pattern)
+        if name is None:
+            pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern,
+                                                           n_threads)
+            self.add_pieces(data, pieces, doc_pieces)
+            return
+        # Scanned and looked up in one pass, no piece offsets (scan_units).
+        n_bytes = int(doc_offsets[-1] - doc_offsets[0])
+        n_blocks = max(1, min(4 * n_threads, n_bytes >> 16))
+        args = (read_only(data), read_only(doc_offsets), PATTERN_IDS[name], *scan_tail(),
+                COUNT_CHUNK_BYTES, self.slots, self.tok_off, self.tok_data, n_blocks)
+        if n_blocks > 1 and n_threads > 1:
+            units = run_parallel(scan_units, n_threads, *args, serial=(scan_units_serial, args))
+        else:
+            units = call_kernel(scan_units_serial, *args)
+        self._append(units)
+
+    def _append(self, units) -> None:
+        """``units`` after the units so far, in a buffer that doubles."""
+        need = self._n + len(units)
+        if need > len(self._units):
+            grown = np.empty(max(need, 2 * len(self._units)), np.int32)
+            grown[:self._n] = self._units[:self._n]
+            self._units = grown
+        self._units[self._n:need] = units
+        self._n = need
 
     def add_pieces(self, data, pieces, doc_pieces) -> None:
         """A batch pre-tokenized already (special tokens cut out)."""

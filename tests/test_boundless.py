@@ -547,3 +547,66 @@ def test_units_in_parallel_ranges_and_runs_across_batches():
     assert out[:n_out].tolist() == np.concatenate(parts).tolist()
     alone = (found >= 0) & (np.r_[-1, found[:-1]] < 0) & (np.r_[found[1:], -1] < 0)
     assert alone.any() and (out[:n_out] >= 0).sum() < (found >= 0).sum()  # units left out
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_scan_units_equals_pieces_looked_up(pattern):
+    """``scan_units`` (scan and look-up in one pass, blocks cut at safe cuts, in parallel
+    or not, any block count) writes the runs that ``piece_offsets``, ``piece_units`` and
+    ``append_runs`` give: real prose and code, several documents, empty ones, a batch that
+    does not start at byte 0."""
+    from fbtest import CORPORA
+
+    from fastbpe_nb import pretokenize
+    from fastbpe_nb._scanner import PATTERN_IDS, scan_tail
+    from fastbpe_nb.counting import COUNT_CHUNK_BYTES
+    from fastbpe_nb.kernels.boundless import (append_runs, piece_units, scan_units,
+                                              scan_units_serial, token_slots)
+    from fastbpe_nb.model import token_arrays
+    from fastbpe_nb.boundless import word_units
+
+    path = CORPORA / "kjv.txt"
+    if not path.exists():
+        pytest.skip("no shared corpora")
+    import inspect
+
+    prose = path.read_bytes()[:400_000]
+    code = inspect.getsource(np).encode() * 3
+    classic = fb.train([prose.decode(), code.decode()], vocab_size=1200, pattern=pattern)
+    use, _ = word_units(classic)
+    tok_off, tok_data = token_arrays(classic.model.token_bytes)
+    slots = token_slots(tok_off, tok_data, use)
+    data = np.frombuffer(b"xx" + prose + code + prose[:5000], np.uint8).copy()
+    n = len(data)
+    for doc_offsets in ([2, n], [2, 2, 2 + len(prose), 2 + len(prose), n - 5000, n], [2, 3, n]):
+        doc_offsets = np.array(doc_offsets, np.int64)
+        pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, pattern, 1)
+        found = piece_units(data, pieces, slots, tok_off, tok_data)
+        want = np.empty(2 * len(found) + 1, np.int32)
+        want = want[:append_runs(found, doc_pieces, want, 0)]
+        assert (want >= 0).sum() > 20_000
+        args = (data, doc_offsets, PATTERN_IDS[pattern], *scan_tail(), COUNT_CHUNK_BYTES,
+                slots, tok_off, tok_data)
+        for n_blocks in (1, 2, 8, 33):
+            assert scan_units(*args, n_blocks).tolist() == want.tolist()
+            assert scan_units_serial(*args, n_blocks).tolist() == want.tolist()
+
+
+def test_train_files_in_a_forked_child(tmp_path):
+    """``train_files`` scans the unit pass on all cores (``scan_units``): in a child forked
+    after the parent's pool ran it, the same merges and flags."""
+    docs = tie_heavy_corpus(36, 8000)
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(docs), encoding="utf-8")
+    tok = fb.train_files([str(path)], vocab_size=450, boundless=True, num_threads=2)
+    want = (tok.merges.tolist(), tok.model.superword.tolist())
+    assert sum(want[1]) > 5
+    assert want == (lambda t: (t.merges.tolist(), t.model.superword.tolist()))(
+        fb.train_files([str(path)], vocab_size=450, boundless=True, num_threads=1))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_train_files_in_child, (str(path),)).get(timeout=600) == want
+
+
+def _train_files_in_child(path):
+    tok = fb.train_files([path], vocab_size=450, boundless=True, num_threads=2)
+    return tok.merges.tolist(), tok.model.superword.tolist()

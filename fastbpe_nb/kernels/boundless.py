@@ -26,9 +26,11 @@ from numba import njit, prange
 
 from .hashing import (EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get,
                       pair_key, same_units, table_capacity, table_slot)
-from .scan import decode_multibyte
+from .count import _plan_blocks
+from .scan import (SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables,
+                   decode_multibyte)
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 28cac721296f8d926893d0b4549165da6fb5ee30fe170eaa9c5d596b5e8c5aec
+#: kernel cache stamp: 14af55563f2a4314d55a2f2fbd4b5b6227cc901219462d6d5cfb5de00220a96a
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0
@@ -108,6 +110,145 @@ def token_slots(tok_off, tok_data, use):
                 i = (i + 1) & mask
             slots[i] = t
     return slots
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def scan_units(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
+               stream_bytes, chunk_bytes, slots, tok_off, tok_data, n_blocks):
+    """Pre-tokenize a batch with a named pattern and write its runs of units, in one pass
+    (no piece offsets written): ``piece_units`` and ``append_runs`` of the batch's pieces.
+    The batch is cut into ``n_blocks`` byte ranges as counting cuts it
+    (``kernels.count._plan_blocks``: at documents or safe cuts), scanned in parallel, each
+    into its own region of the output, then the regions are put end to end.
+
+    A safe cut follows a newline after a graphic character: no piece spans it, and the
+    piece before it ends with the newline, so it is not a unit and no run spans it either.
+
+    Parameters
+    ----------
+    data : uint8[n_bytes]
+        The batch's UTF-8 bytes (special tokens already cut out).
+    doc_offsets : int64[n_docs + 1]
+        Document boundaries in ``data`` (validated, non-decreasing).
+    pattern_id, stage1, stage2, tables, window_bytes, stream_bytes
+        As ``kernels.scan.scan_batch``.
+    chunk_bytes : int
+        Bytes scanned into a small piece buffer at a time (``>= 1``).
+    slots, tok_off, tok_data
+        As ``piece_units``.
+    n_blocks : int
+        Byte ranges scanned in parallel (``>= 1``).
+
+    Returns
+    -------
+    units : int32[n]
+        The runs of two units or more, each followed by one -1 (as ``append_runs``).
+    """
+    check_scanner_tables(tables)
+    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
+    start = doc_offsets[0]
+    # A piece is a byte or more and gives at most two outputs: a region of twice its bytes.
+    out = np.empty(2 * (doc_offsets[doc_offsets.shape[0] - 1] - start) + 1, dtype=np.int32)
+    lengths = np.zeros(n_blocks, dtype=np.int64)
+    for b in prange(n_blocks):
+        lengths[b] = _units_range(data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1],
+                                  pattern_id, stage1, stage2, tables, window_bytes,
+                                  stream_bytes, chunk_bytes, slots, tok_off, tok_data, out,
+                                  2 * (bounds[b] - start))
+    return _joined_regions(out, bounds, lengths, start)
+
+
+@njit(cache=True, nogil=True)
+def scan_units_serial(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
+                      stream_bytes, chunk_bytes, slots, tok_off, tok_data, n_blocks):
+    """``scan_units`` on the calling thread only (a forked child, see ``parallel.py``).
+    Same parameters and result."""
+    check_scanner_tables(tables)
+    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
+    start = doc_offsets[0]
+    out = np.empty(2 * (doc_offsets[doc_offsets.shape[0] - 1] - start) + 1, dtype=np.int32)
+    lengths = np.zeros(n_blocks, dtype=np.int64)
+    for b in range(n_blocks):
+        lengths[b] = _units_range(data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1],
+                                  pattern_id, stage1, stage2, tables, window_bytes,
+                                  stream_bytes, chunk_bytes, slots, tok_off, tok_data, out,
+                                  2 * (bounds[b] - start))
+    return _joined_regions(out, bounds, lengths, start)
+
+
+@njit(cache=True, nogil=True)
+def _joined_regions(out, bounds, lengths, start):
+    """The blocks' regions of ``out`` (block b's at ``2 (bounds[b] - start)``, ``lengths[b]``
+    long) end to end, as a new array."""
+    units = np.empty(lengths.sum(), dtype=np.int32)
+    n = 0
+    for b in range(lengths.shape[0]):
+        at = 2 * (bounds[b] - start)
+        units[n:n + lengths[b]] = out[at:at + lengths[b]]
+        n += lengths[b]
+    return units
+
+
+@njit(cache=True, nogil=True)
+def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, tables,
+                 window_bytes, stream_bytes, chunk_bytes, slots, tok_off, tok_data, out, at):
+    """Scan the bytes ``lo .. hi`` (documents from ``d`` on, each cut to the range) a chunk
+    at a time and write their runs of units to ``out[at:]`` (a run's first unit waits in
+    ``pending`` until a second one makes it a run). Returns how many were written."""
+    n_docs = doc_offsets.shape[0] - 1
+    window = window_bytes
+    words, char_offsets = _window_buffers(pattern_id, window)
+    pieces = np.empty(chunk_bytes + window + SCAN_SLACK, dtype=np.int64)
+    mask = slots.shape[0] - 1
+    n = at
+    pos = lo
+    while d < n_docs and doc_offsets[d] < hi:
+        seg_end = min(doc_offsets[d + 1], hi)
+        pos = max(pos, doc_offsets[d])
+        run = 0  # units in the current run
+        pending = -1
+        while pos < seg_end:
+            pieces[0] = pos
+            next_pos, n_pieces, pieces, window, words, char_offsets = _scan_document(
+                data, pos, seg_end, pos + chunk_bytes, pattern_id, stage1, stage2, tables,
+                window, stream_bytes, words, char_offsets, pieces, 0)
+            for k in range(n_pieces):
+                s = pieces[k]
+                e = pieces[k + 1]
+                unit = -1
+                b0 = data[s]  # (a shortcut, as in _look_up_pieces)
+                if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
+                    i = hash_slot(hash_units(data, s, e, HASH_SEED)) & mask
+                    while True:
+                        t = slots[i]
+                        if t == EMPTY:
+                            break
+                        if tok_off[t + 1] - tok_off[t] == e - s and same_units(
+                                tok_data, tok_off[t], data, s, e - s):
+                            unit = t
+                            break
+                        i = (i + 1) & mask
+                if unit >= 0:
+                    if run == 0:
+                        pending = unit
+                    else:
+                        if run == 1:
+                            out[n] = pending
+                            n += 1
+                        out[n] = unit
+                        n += 1
+                    run += 1
+                else:
+                    if run >= 2:
+                        out[n] = -1
+                        n += 1
+                    run = 0
+            pos = next_pos
+        if run >= 2:  # the document (or the block) ends a run
+            out[n] = -1
+            n += 1
+        d += 1
+    return n - at
 
 
 @njit(cache=True, nogil=True)
