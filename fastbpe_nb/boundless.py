@@ -55,7 +55,7 @@ def check_options(opts, texts=None) -> None:
 # --------------------------------------------------------------------------- the unit pass
 
 class UnitCollector:
-    """The corpus as units (``kernels.boundless.piece_units``), batch by batch: each
+    """The corpus as units (``kernels.boundless.scan_units``), batch by batch: each
     pre-token that is one of the ``use`` tokens of ``classic`` (word pre-tokens that
     training makes single tokens) as that token's (classic) id, any other as -1."""
 
@@ -68,8 +68,7 @@ class UnitCollector:
         self.num_threads = num_threads
         self.tok_off, self.tok_data = token_arrays(classic.model.token_bytes)
         self.slots = call_kernel(token_slots, self.tok_off, self.tok_data, use)
-        self._units = np.empty(1 << 16, np.int32)
-        self._n = 0
+        self._parts = []
 
     def add_texts(self, texts) -> None:
         from .counting import documents_as_bytes
@@ -87,75 +86,28 @@ class UnitCollector:
         if self.matcher:
             data, doc_offsets = cut_special_tokens(data, doc_offsets, self.matcher)
         n_threads = self.num_threads or default_threads()
-        name = pretokenize.scanner_name(self.pattern)
-        if name is None:
-            pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern,
-                                                           n_threads)
-            self.add_pieces(data, pieces, doc_pieces)
-            return
-        # Scanned and looked up in one pass, no piece offsets (scan_units).
+        # Scanned and looked up in one pass (BoundlessBPE's patterns are the scanner's).
         n_bytes = int(doc_offsets[-1] - doc_offsets[0])
         n_blocks = max(1, min(4 * n_threads, n_bytes >> 16))
-        args = (read_only(data), read_only(doc_offsets), PATTERN_IDS[name], *scan_tail(),
+        args = (read_only(data), read_only(doc_offsets),
+                PATTERN_IDS[pretokenize.scanner_name(self.pattern)], *scan_tail(),
                 COUNT_CHUNK_BYTES, self.slots, self.tok_off, self.tok_data, n_blocks)
         if n_blocks > 1 and n_threads > 1:
             units = run_parallel(scan_units, n_threads, *args, serial=(scan_units_serial, args))
         else:
             units = call_kernel(scan_units_serial, *args)
-        self._append(units)
-
-    def _append(self, units) -> None:
-        """``units`` after the units so far, in a buffer that doubles."""
-        need = self._n + len(units)
-        if need > len(self._units):
-            grown = np.empty(max(need, 2 * len(self._units)), np.int32)
-            grown[:self._n] = self._units[:self._n]
-            self._units = grown
-        self._units[self._n:need] = units
-        self._n = need
-
-    def add_pieces(self, data, pieces, doc_pieces) -> None:
-        """A batch pre-tokenized already (special tokens cut out)."""
-        from .kernels.boundless import append_runs, piece_units, piece_units_parallel
-        from .parallel import call_kernel, default_threads, run_parallel
-
-        args = (data, pieces, self.slots, self.tok_off, self.tok_data)
-        n_threads = self.num_threads or default_threads()
-        n_pieces = len(pieces) - 1
-        if n_threads > 1 and n_pieces > 1 << 16:
-            found = run_parallel(piece_units_parallel, n_threads, *args, 4 * n_threads,
-                                 serial=(piece_units, args))
-        else:
-            found = call_kernel(piece_units, *args)
-        # The runs of units appended in place, into a buffer that doubles.
-        need = self._n + 2 * n_pieces
-        if need > len(self._units):
-            grown = np.empty(max(need, 2 * len(self._units)), np.int32)
-            grown[:self._n] = self._units[:self._n]
-            self._units = grown
-        self._n = call_kernel(append_runs, found, doc_pieces, self._units, self._n)
+        self._parts.append(units)
 
     def units(self) -> np.ndarray:
         """``int32[n + 1]``: the runs of units of every batch (each followed by a -1),
         then a -1."""
-        if self._n + 1 > len(self._units) or len(self._units) > self._n + 1 + (self._n >> 2):
-            units = np.empty(self._n + 1, np.int32)  # (not the unused quarter or more)
-            units[:self._n] = self._units[:self._n]
-        else:
-            units = self._units[:self._n + 1]
-        units[self._n] = -1
-        return units
+        return np.concatenate(self._parts + [np.array([-1], np.int32)])
 
 
-def count_texts(texts, opts):
-    """``word_table.count_corpus`` for ``train(..., boundless=True)``: the same word table,
-    and each batch's bytes and pre-tokens kept (``counter.kept``) for the unit pass, so the
-    corpus is pre-tokenized once."""
-    from .counting import WordCounter
-    from .word_table import feed_texts
-
-    return feed_texts(WordCounter(opts.pattern, opts.special_tokens, opts.num_threads,
-                                  keep_pieces=True), texts)
+def reusable(texts):
+    """``texts`` as something the unit pass can read again after counting (a one-pass
+    iterator becomes a list)."""
+    return list(texts) if iter(texts) is texts else texts
 
 
 # --------------------------------------------------------------------------- training
@@ -248,17 +200,18 @@ def pair_tie(tie_break, left, right, tokens) -> np.ndarray:
     return (r[left] << 32) | r[right]
 
 
-def train_texts(classic, kept, opts, report=None):
-    """``train(..., boundless=True)`` after classic training on the batches ``kept`` by
-    ``count_texts``' counter (each ``(data, pieces, doc_pieces)``)."""
+def train_texts(classic, texts, opts, report=None):
+    """``train(..., boundless=True)`` after classic training on ``texts`` (``reusable``):
+    the unit pass reads them again, in batches as counting did (a scan of its own, which
+    took less than counting with the pieces kept: the fused count is the fast one)."""
     import time
+
+    from .word_table import feed_texts
 
     t0 = time.perf_counter()
     use, ready = word_units(classic)
-    collector = UnitCollector(classic, use, opts.pattern, opts.special_tokens,
-                              opts.num_threads)
-    for data, pieces, doc_pieces in kept:
-        collector.add_pieces(data, pieces, doc_pieces)
+    collector = feed_texts(UnitCollector(classic, use, opts.pattern, opts.special_tokens,
+                                         opts.num_threads), texts)
     units = collector.units()
     if report is not None:
         report["seconds_boundless_units"] = time.perf_counter() - t0

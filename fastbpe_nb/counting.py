@@ -89,10 +89,6 @@ class WordCounter:
         Cut out of the text before pre-tokenization and never counted.
     num_threads : int, optional
         Threads for the counting kernel (default: all cores Numba uses).
-    keep_pieces : bool
-        Also keep each batch's bytes and pre-token boundaries, ``(data, pieces,
-        doc_pieces)`` in ``kept`` (BoundlessBPE's supermerges need the corpus's pre-token
-        sequence): every pattern then takes the pieces path, whose counts are the same.
     merge_blocks : bool
         False: with a scanner's pattern, each block's words are rows of the table as they
         are, in corpus order, and no global table is made (``kernels.count.block_rows``):
@@ -105,14 +101,12 @@ class WordCounter:
     #: Bytes of words gathered per step by ``table`` (bounds its temporary index arrays).
     GATHER_BYTES = 1 << 20
 
-    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None, keep_pieces=False,
-                 merge_blocks=True):
+    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None, merge_blocks=True):
         self.pattern = pretokenize.resolve_pattern(pattern)
-        self.kept = [] if keep_pieces else None
         #: Each batch's ``(word_bytes, offsets, counts)`` rows when ``merge_blocks`` is
         #: False and the pattern is a scanner's (else None: the global table below).
         self._rows = None if merge_blocks or pretokenize.scanner_name(self.pattern) is None \
-            or keep_pieces else []
+            else []
         self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
         self.num_threads = num_threads
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
@@ -176,17 +170,14 @@ class WordCounter:
         self.n_bytes += int(doc_offsets[-1] - doc_offsets[0])
         if self.matcher:
             data, doc_offsets = cut_special_tokens(data, doc_offsets, self.matcher)
-        if pretokenize.scanner_name(self.pattern) is not None and self.kept is None:
+        if pretokenize.scanner_name(self.pattern) is not None:
             self._count_text(data, doc_offsets)
             return
         from .parallel import default_threads
 
         n_threads = self.num_threads or default_threads()
-        pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, self.pattern,
-                                                       n_threads)
+        pieces, _ = pretokenize.piece_offsets(data, doc_offsets, self.pattern, n_threads)
         self._add_pieces(data, pieces)
-        if self.kept is not None:
-            self.kept.append((data, pieces, doc_pieces))
 
     def _add_pieces(self, data, pieces):
         if self.memory_check is not None:

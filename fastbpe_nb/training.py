@@ -282,8 +282,9 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
 
         stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
         texts, opts = stage2.reusable(texts), stage2.stage1_options()
-    if boundless:  # classic training (counting keeps the pre-tokens), then supermerges
+    if boundless:  # classic training, then supermerges (the unit pass reads texts again)
         boundless_bpe.check_options(opts, texts)
+        texts = boundless_bpe.reusable(texts)
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
     # Documents that hold no pre-token (``[""]``, only special tokens) train what the
@@ -298,8 +299,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         require_documents(docs.n)
         symbols, offsets, counts, alphabet = word_table(words, opts.base, opts.end_of_word)
     else:
-        counter = boundless_bpe.count_texts(texts, opts) if boundless else count_corpus(
-            texts, opts.pattern, opts.special_tokens, opts.num_threads)
+        counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
         require_documents(counter.n_documents)
         symbols, offsets, counts = kernel_table(*counter.table(), 256, opts.id_bound(256),
                                                 keep_order=opts.tie_break == "first")
@@ -316,7 +316,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
             lambda cancel: stage2.count_texts(texts, cancel), report=report)
         tok = stage2.finish(tok, *table, report)
     if boundless:
-        tok = boundless_bpe.train_texts(tok, counter.kept, opts, report)
+        tok = boundless_bpe.train_texts(tok, texts, opts, report)
     tok = pruning.apply(tok, units, offsets, counts, opts, report) if pruning else tok
     tok = _given_roles(tok, roles)
     if trace:

@@ -495,75 +495,42 @@ def test_pair_table_equals_counting_by_hand(n, n_words, cut):
         assert len(want[1]) > 4 * (1 << 15)  # the doubling was reached
 
 
-def test_units_in_parallel_ranges_and_runs_across_batches():
-    """``piece_units_parallel`` (ranges of pieces, any count) equals the serial kernel, and
-    ``append_runs`` keeps exactly the runs of two units or more, each followed by one -1,
-    within documents (empty ones too), batch after batch."""
-    from fastbpe_nb.kernels.boundless import (append_runs, piece_units, piece_units_parallel,
-                                              token_slots)
-    from fastbpe_nb.model import token_arrays
+def units_by_hand(data, doc_offsets, pattern, unit_of):
+    """The runs of two units or more of each document, each followed by a -1: a piece's
+    unit is ``unit_of[its bytes]`` (or -1), the pieces those of ``pretokenize``."""
+    from fastbpe_nb import pretokenize
 
-    words = [b" the", b"cat", b" sat", b"\xc3\xa9t\xc3\xa9", b" on", b"mat"]
-    others = [b".", b"\n", b" 12", b"  ", b"x"]
-    tokens = [bytes([i]) for i in range(256)] + words + [b"xy"]
-    tok_off, tok_data = token_arrays(tokens)
-    use = np.zeros(len(tokens), np.uint8)
-    use[256:256 + len(words)] = 1
-    slots = token_slots(tok_off, tok_data, use)
-    rng = np.random.default_rng(7)
-    pool = words + others
-    chosen = rng.integers(0, len(pool), 100_003)
-    data = np.frombuffer(b"".join(pool[i] for i in chosen), np.uint8)
-    pieces = np.concatenate([[0], np.cumsum([len(pool[i]) for i in chosen])]).astype(np.int64)
-    found = piece_units(data, pieces, slots, tok_off, tok_data)
-    expect = np.array([256 + i if i < len(words) else -1 for i in chosen], np.int32)
-    assert found.tolist() == expect.tolist()
-    for n_blocks in (1, 2, 7, 64):
-        assert piece_units_parallel(data, pieces, slots, tok_off, tok_data,
-                                    n_blocks).tolist() == expect.tolist()
-
-    def runs_by_hand(found, doc_pieces):
-        """The runs of two units or more of each document, each followed by a -1."""
-        out = []
-        for d in range(len(doc_pieces) - 1):
+    pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, pattern, 1)
+    raw = data.tobytes()
+    out = []
+    for d in range(len(doc_pieces) - 1):
+        run = []
+        for j in range(doc_pieces[d], doc_pieces[d + 1] + 1):
+            unit = -1
+            if j < doc_pieces[d + 1]:
+                unit = unit_of.get(raw[pieces[j]:pieces[j + 1]], -1)
+            if unit >= 0:
+                run.append(unit)
+                continue
+            if len(run) >= 2:
+                out += run + [-1]
             run = []
-            for x in list(found[doc_pieces[d]:doc_pieces[d + 1]]) + [-1]:
-                if x >= 0:
-                    run.append(int(x))
-                    continue
-                if len(run) >= 2:
-                    out += run + [-1]
-                run = []
-        return np.array(out, np.int32)
-
-    out = np.empty(2 * len(found) + 100, np.int32)
-    n_out, parts = 0, []
-    for lo, hi in [(0, 0), (0, 10), (10, 5000), (5000, 100_003)]:
-        cuts = np.unique(np.concatenate([[0, hi - lo], rng.integers(0, hi - lo + 1, 20)]))
-        doc_pieces = np.concatenate([[0, 0], cuts, [hi - lo]]).astype(np.int64)  # empty docs
-        batch = found[lo:hi]
-        n_out = append_runs(batch, doc_pieces, out, n_out)
-        parts.append(runs_by_hand(batch, doc_pieces))
-    assert out[:n_out].tolist() == np.concatenate(parts).tolist()
-    alone = (found >= 0) & (np.r_[-1, found[:-1]] < 0) & (np.r_[found[1:], -1] < 0)
-    assert alone.any() and (out[:n_out] >= 0).sum() < (found >= 0).sum()  # units left out
+    return out
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
-def test_scan_units_equals_pieces_looked_up(pattern):
+def test_scan_units_equals_units_by_hand(pattern):
     """``scan_units`` (scan and look-up in one pass, blocks cut at safe cuts, in parallel
-    or not, any block count) writes the runs that ``piece_offsets``, ``piece_units`` and
-    ``append_runs`` give: real prose and code, several documents, empty ones, a batch that
-    does not start at byte 0."""
+    or not, any block count) writes the runs of units found by hand from the scanner's
+    pieces: real prose and code, several documents, empty ones, a batch that does not start
+    at byte 0, and a synthetic text of units and other pieces in every order."""
     from fbtest import CORPORA
 
-    from fastbpe_nb import pretokenize
     from fastbpe_nb._scanner import PATTERN_IDS, scan_tail
-    from fastbpe_nb.counting import COUNT_CHUNK_BYTES
-    from fastbpe_nb.kernels.boundless import (append_runs, piece_units, scan_units,
-                                              scan_units_serial, token_slots)
-    from fastbpe_nb.model import token_arrays
     from fastbpe_nb.boundless import word_units
+    from fastbpe_nb.counting import COUNT_CHUNK_BYTES
+    from fastbpe_nb.kernels.boundless import scan_units, scan_units_serial, token_slots
+    from fastbpe_nb.model import token_arrays
 
     path = CORPORA / "kjv.txt"
     if not path.exists():
@@ -574,22 +541,25 @@ def test_scan_units_equals_pieces_looked_up(pattern):
     code = inspect.getsource(np).encode() * 3
     classic = fb.train([prose.decode(), code.decode()], vocab_size=1200, pattern=pattern)
     use, _ = word_units(classic)
-    tok_off, tok_data = token_arrays(classic.model.token_bytes)
+    tokens = classic.model.token_bytes
+    unit_of = {tokens[t]: int(t) for t in np.flatnonzero(use)}
+    tok_off, tok_data = token_arrays(tokens)
     slots = token_slots(tok_off, tok_data, use)
-    data = np.frombuffer(b"xx" + prose + code + prose[:5000], np.uint8).copy()
+    rng = np.random.default_rng(7)
+    pool = [tokens[t] for t in np.flatnonzero(use)[:40]] + [b".", b"\n", b" 12", b"  ", b"x"]
+    mixed = b"".join(pool[i] for i in rng.integers(0, len(pool), 30_000))
+    data = np.frombuffer(b"xx" + prose + code + mixed + prose[:5000], np.uint8).copy()
     n = len(data)
-    for doc_offsets in ([2, n], [2, 2, 2 + len(prose), 2 + len(prose), n - 5000, n], [2, 3, n]):
+    ends = [2 + len(prose), 2 + len(prose) + len(code), n - 5000]
+    for doc_offsets in ([2, n], [2, 2, ends[0], ends[0], ends[1], ends[2], n], [2, 3, n]):
         doc_offsets = np.array(doc_offsets, np.int64)
-        pieces, doc_pieces = pretokenize.piece_offsets(data, doc_offsets, pattern, 1)
-        found = piece_units(data, pieces, slots, tok_off, tok_data)
-        want = np.empty(2 * len(found) + 1, np.int32)
-        want = want[:append_runs(found, doc_pieces, want, 0)]
-        assert (want >= 0).sum() > 20_000
+        want = units_by_hand(data, doc_offsets, pattern, unit_of)
+        assert sum(x >= 0 for x in want) > 20_000
         args = (data, doc_offsets, PATTERN_IDS[pattern], *scan_tail(), COUNT_CHUNK_BYTES,
                 slots, tok_off, tok_data)
         for n_blocks in (1, 2, 8, 33):
-            assert scan_units(*args, n_blocks).tolist() == want.tolist()
-            assert scan_units_serial(*args, n_blocks).tolist() == want.tolist()
+            assert scan_units(*args, n_blocks).tolist() == want
+            assert scan_units_serial(*args, n_blocks).tolist() == want
 
 
 def test_train_files_in_a_forked_child(tmp_path):

@@ -7,8 +7,9 @@ stream is that of classic training, and these kernels interleave the supermerges
 * ``word_tokens``: for each token of classic training that is a ``BOUNDLESS_WORD``
   (`` ?\\p{L}+``, ``word_flags``), whether a pre-token of its bytes becomes that one token
   with the ordinary merges, and after how many of them.
-* ``piece_units`` / ``append_runs``: each pre-token of the corpus as a "unit": that token,
-  or -1 (any other pre-token: it never joins, it cuts the runs of units).
+* ``scan_units``: each pre-token of the corpus as a "unit": a word pre-token that training
+  makes one token as that token, or -1 (any other pre-token: it never joins, it cuts the runs
+  of units); only the runs of two units or more are kept.
 * ``pair_table``: the distinct pairs of adjacent units, their counts and positions.
 * ``interleave``: the merge loop: the next ordinary merge or the best supermerge,
   whichever has the higher count, with a lazy max-heap of supermerges whose counts only
@@ -24,7 +25,7 @@ supermerge rank after the ordinary encoder ran.
 import numpy as np
 from numba import njit, prange
 
-from .hashing import (EMPTY, HASH_SEED, hash_slot, hash_units, interleaved_get,
+from .hashing import (EMPTY, HASH_SEED, _mix, hash_slot, hash_units, interleaved_get,
                       pair_key, same_units, table_capacity, table_slot)
 from .count import _plan_blocks
 from .scan import (SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables,
@@ -116,8 +117,12 @@ def token_slots(tok_off, tok_data, use):
 def scan_units(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
                stream_bytes, chunk_bytes, slots, tok_off, tok_data, n_blocks):
     """Pre-tokenize a batch with a named pattern and write its runs of units, in one pass
-    (no piece offsets written): ``piece_units`` and ``append_runs`` of the batch's pieces.
-    The batch is cut into ``n_blocks`` byte ranges as counting cuts it
+    (no piece offsets written). A piece's unit is its token when it is one of the tokens in
+    ``slots`` (a word pre-token that training makes one token), else -1; the runs of two
+    units or more are kept, each followed by one -1, and a run never spans documents
+    (they never join). A unit alone is in no pair, so no supermerge can take it: it is
+    left out (on 100 MB of Linux sources 22.6 M units shrink to 7.3 M, and every later pass
+    over them with it). The batch is cut into ``n_blocks`` byte ranges as counting cuts it
     (``kernels.count._plan_blocks``: at documents or safe cuts), scanned in parallel, each
     into its own region of the output, then the regions are put end to end.
 
@@ -134,15 +139,15 @@ def scan_units(data, doc_offsets, pattern_id, stage1, stage2, tables, window_byt
         As ``kernels.scan.scan_batch``.
     chunk_bytes : int
         Bytes scanned into a small piece buffer at a time (``>= 1``).
-    slots, tok_off, tok_data
-        As ``piece_units``.
+    slots : int64[cap], tok_off : int64[n_tokens + 1], tok_data : uint8[*]
+        ``token_slots``' table and the tokens' bytes.
     n_blocks : int
         Byte ranges scanned in parallel (``>= 1``).
 
     Returns
     -------
     units : int32[n]
-        The runs of two units or more, each followed by one -1 (as ``append_runs``).
+        The runs of two units or more, each followed by one -1.
     """
     check_scanner_tables(tables)
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
@@ -216,7 +221,9 @@ def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, table
                 s = pieces[k]
                 e = pieces[k + 1]
                 unit = -1
-                b0 = data[s]  # (a shortcut, as in _look_up_pieces)
+                # A word pre-token starts with a space, an ASCII letter or a lead byte
+                # (a shortcut only: the table holds word tokens alone).
+                b0 = data[s]
                 if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
                     i = hash_slot(hash_units(data, s, e, HASH_SEED)) & mask
                     while True:
@@ -249,103 +256,6 @@ def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, table
             n += 1
         d += 1
     return n - at
-
-
-@njit(cache=True, nogil=True)
-def piece_units(data, pieces, slots, tok_off, tok_data):
-    """Each piece's unit: its token, when the piece is one of the tokens in ``slots`` (a
-    word pre-token that training makes one token), else -1.
-
-    Parameters
-    ----------
-    data : uint8[n_bytes]
-        The documents' UTF-8 bytes (special tokens already cut out).
-    pieces : int64[n_pieces + 1]
-        Piece boundaries in ``data`` (``pretokenize.piece_offsets``).
-    slots : int64[cap], tok_off : int64[n_tokens + 1], tok_data : uint8[*]
-        ``token_slots``' table and the tokens' bytes.
-
-    Returns
-    -------
-    found : int32[n_pieces]
-    """
-    found = np.empty(pieces.shape[0] - 1, dtype=np.int32)
-    _look_up_pieces(data, pieces, slots, tok_off, tok_data, found, 0, found.shape[0])
-    return found
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def piece_units_parallel(data, pieces, slots, tok_off, tok_data, n_blocks):
-    """``piece_units`` with the pieces cut into ``n_blocks`` ranges looked up in parallel
-    (each writes only its own range of ``found``; a batch is often one document, so the
-    ranges are of pieces, not of documents)."""
-    found = np.empty(pieces.shape[0] - 1, dtype=np.int32)
-    n = found.shape[0]
-    for b in prange(n_blocks):
-        _look_up_pieces(data, pieces, slots, tok_off, tok_data, found, b * n // n_blocks,
-                        (b + 1) * n // n_blocks)
-    return found
-
-
-@njit(cache=True, nogil=True)
-def _look_up_pieces(data, pieces, slots, tok_off, tok_data, found, j0, j1):
-    """``piece_units`` for pieces ``j0 .. j1 - 1`` (writes their slots of ``found``)."""
-    mask = slots.shape[0] - 1
-    for j in range(j0, j1):
-        start = pieces[j]
-        n = pieces[j + 1] - start
-        unit = -1
-        # A word pre-token starts with a space, an ASCII letter or a lead byte (a shortcut
-        # only: the table holds word tokens alone).
-        b0 = data[start]
-        if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
-            i = hash_slot(hash_units(data, start, start + n, HASH_SEED)) & mask
-            while True:
-                t = slots[i]
-                if t == EMPTY:
-                    break
-                if tok_off[t + 1] - tok_off[t] == n and same_units(tok_data, tok_off[t],
-                                                                   data, start, n):
-                    unit = t
-                    break
-                i = (i + 1) & mask
-        found[j] = unit
-
-
-@njit(cache=True, nogil=True)
-def append_runs(found, doc_pieces, out, n_out):
-    """Append a batch's runs of units to ``out[n_out:]``: the runs of two units or more
-    among the pieces' units (``found``), each followed by one -1; a run never spans
-    documents (they never join). A unit alone, between two pieces that are not units, is
-    in no pair, so no supermerge can take it: it is left out (on 100 MB of Linux sources
-    22.6 M units shrink to a fraction, and the passes over them with it). Returns the new
-    length.
-
-    Parameters
-    ----------
-    found : int32[n_pieces]
-        ``piece_units`` of the batch.
-    doc_pieces : int64[n_docs + 1]
-        Index of each document's first piece.
-    out : int32[cap]
-        The units so far, with room for ``2 * n_pieces`` more after ``n_out`` (at most a
-        -1 after each unit).
-    """
-    for d in range(doc_pieces.shape[0] - 1):
-        j1 = doc_pieces[d + 1]
-        prev = -1
-        for j in range(doc_pieces[d], j1):
-            x = found[j]
-            if x >= 0:
-                nxt = found[j + 1] if j + 1 < j1 else -1
-                if prev >= 0 or nxt >= 0:
-                    out[n_out] = x
-                    n_out += 1
-                    if nxt < 0:
-                        out[n_out] = -1
-                        n_out += 1
-            prev = x
-    return n_out
 
 
 @njit(cache=True, nogil=True)
@@ -478,7 +388,7 @@ def pair_table(units):
     Parameters
     ----------
     units : int32[n]
-        Runs of unit tokens, a -1 after each (``append_runs``' output, over all batches).
+        Runs of unit tokens, a -1 after each (``scan_units``' output, over all batches).
 
     Returns
     -------
@@ -512,7 +422,12 @@ def pair_table(units):
         if a < 0 or b < 0:
             continue
         key = pair_key(a, b)
-        i = table_slot(keys, key)
+        # The probe written out, not table_slot: a call per position that takes the
+        # array (its reference count updated each time) made this loop 1.5x slower.
+        mask = keys.shape[0] - 1
+        i = _mix(key) & mask
+        while keys[i] != key and keys[i] != EMPTY:
+            i = (i + 1) & mask
         if keys[i] == EMPTY:
             if 2 * (n_pairs + 1) > keys.shape[0]:
                 keys, vals = _doubled_pairs(keys, left, right, n_pairs)
