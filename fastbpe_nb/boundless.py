@@ -170,10 +170,24 @@ def interleave_supermerges(classic, units, ready, opts, report=None):
         max(1, int(opts.min_frequency)), count.copy(), pair_ready, tie, order, pid, occ_off,
         occ_pos, len(units))
     # Classic ids -> final ids: tokens are numbered in the order they are made.
-    merges = call_kernel(final_merges, kind, which, c_merges, c_ids, left, right, len(tokens))
+    merges, made, final = call_kernel(final_merges, kind, which, c_merges, c_ids, left, right,
+                                      len(tokens))
     superword = kind == STEP_SUPER
+    # The vocabulary from classic training's, renumbered, and the superwords' bytes (not
+    # derived again merge by merge: a Python loop, 45 ms at 32k merges).
+    token_bytes = [b""] * max(256, int(made.max()) + 1 if len(made) else 0)
+    for c in np.flatnonzero(final >= 0).tolist():
+        token_bytes[final[c]] = tokens[c]
+    for s in np.flatnonzero(superword).tolist():
+        a, b = merges[s].tolist()
+        token_bytes[made[s]] = token_bytes[a] + token_bytes[b]
+    lengths = np.fromiter(map(len, token_bytes), np.int64, len(token_bytes))
+    if (lengths == 0).any() or not np.array_equal(
+            lengths[made], lengths[merges[:, 0]] + lengths[merges[:, 1]]):
+        raise AssertionError("internal error: the supermerges' vocabulary is inconsistent")
     tok = boundless_tokenizer(merges, superword, opts.pattern, opts.special_tokens,
-                              tie_break=opts.tie_break, merge_counts=step_count)
+                              tie_break=opts.tie_break, merge_counts=step_count,
+                              _derived=(made, token_bytes))
     if report is not None:
         report.update({"boundless_supermerges": int(superword.sum()),
                        "boundless_word_pairs": int(len(count)),
@@ -251,15 +265,16 @@ def train_files(classic, batches, opts, report=None):
 # --------------------------------------------------------------------------- the model
 
 def boundless_tokenizer(merges, superword, pattern, special_tokens=(), *, tie_break=None,
-                        merge_counts=None, source=None, roles=None):
-    """A BoundlessBPE Tokenizer: ``merges`` (rank order) with ``superword`` flags."""
+                        merge_counts=None, source=None, roles=None, _derived=None):
+    """A BoundlessBPE Tokenizer: ``merges`` (rank order) with ``superword`` flags
+    (``_derived``: the merges' ids and the vocabulary, when training knows them)."""
     from .layout import make_level
     from .text import UnicodeNormalizer
     from .tokenizer import Tokenizer
 
     pattern = check_boundless_pattern(pattern, "a BoundlessBPE model")
     level = make_level("bytes", pattern, None, None, None, source)
-    model = BoundlessModel(merges, level.base_bytes, superword, pattern, source)
+    model = BoundlessModel(merges, level.base_bytes, superword, pattern, source, _derived)
     tok = Tokenizer.from_parts(model, level, UnicodeNormalizer(None),
                                special_tokens=special_tokens, tie_break=tie_break,
                                source=source, roles=roles)

@@ -101,8 +101,8 @@ class BoundlessModel(MergeModel):
     encoder (which keeps the supermerges in its rank table: with the allowed patterns they
     never fire inside a pre-token, see the module docstring)."""
 
-    def __init__(self, merges, base_bytes, superword, pattern, source=None):
-        super().__init__(merges, base_bytes, "pairs", source)
+    def __init__(self, merges, base_bytes, superword, pattern, source=None, _derived=None):
+        super().__init__(merges, base_bytes, "pairs", source, _derived=_derived)
         superword = np.asarray(superword)
         if superword.dtype != bool or superword.shape != (len(self.merges),):
             raise ModelFormatError(f"superword must be {len(self.merges)} booleans, one per "

@@ -438,6 +438,12 @@ def test_shared_corpus_matches_reference(tie):
     tok = fb.train(train, vocab_size=1000, tie_break=tie, boundless=True)
     assert sum(model.superword) > 50
     assert_same_boundless(tok, model)
+    # Training hands the model its vocabulary (not derived again): the one derived.
+    from fastbpe_nb.model import derive_vocab
+
+    merge_ids, token_bytes, _ = derive_vocab(np.asarray(tok.merges),
+                                             [bytes([i]) for i in range(256)])
+    assert tok.merge_ids.tolist() == merge_ids.tolist() and tok.vocab == token_bytes
     for doc in held:
         assert tok.encode(doc) == ref.encode_boundless(doc, model)
 

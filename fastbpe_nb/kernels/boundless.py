@@ -345,6 +345,10 @@ def final_merges(kind, which, c_merges, c_ids, left_token, right_token, n_classi
     Returns
     -------
     merges : int32[n, 2]
+    made : int32[n]
+        The id each merge makes (an ordinary merge whose bytes exist reuses their id).
+    final : int64[n_classic]
+        Each classic id's final id (-1: a token no step made).
     """
     final = np.full(n_classic, -1, dtype=np.int64)
     for i in range(256):
@@ -352,11 +356,13 @@ def final_merges(kind, which, c_merges, c_ids, left_token, right_token, n_classi
     next_id = 256
     n = kind.shape[0]
     merges = np.empty((n, 2), dtype=np.int32)
+    made = np.empty(n, dtype=np.int32)
     for s in range(n):
         w = which[s]
         if kind[s] == 1:  # STEP_SUPER
             merges[s, 0] = final[left_token[w]]
             merges[s, 1] = final[right_token[w]]
+            made[s] = next_id
             next_id += 1
             continue
         merges[s, 0] = final[c_merges[w, 0]]
@@ -364,7 +370,8 @@ def final_merges(kind, which, c_merges, c_ids, left_token, right_token, n_classi
         if final[c_ids[w]] < 0:
             final[c_ids[w]] = next_id
             next_id += 1
-    return merges
+        made[s] = final[c_ids[w]]
+    return merges, made, final
 
 
 @njit(cache=True, nogil=True)
@@ -456,13 +463,13 @@ def pair_table(units):
         occ_off, occ_pos
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _better(c1, t1, c2, t2):
     """Heap order: the higher count, then the smaller tie key."""
     return c1 > c2 or (c1 == c2 and t1 < t2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _push(hc, ht, hp, size, c, t, p):
     i = size
     hc[i] = c
@@ -479,7 +486,7 @@ def _push(hc, ht, hp, size, c, t, p):
     return size + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _pop(hc, ht, hp, size):
     size -= 1
     hc[0] = hc[size]
