@@ -545,14 +545,21 @@ def test_scan_units_equals_units_by_hand(pattern):
 
     prose = path.read_bytes()[:400_000]
     code = inspect.getsource(np).encode() * 3
-    classic = fb.train([prose.decode(), code.decode()], vocab_size=1200, pattern=pattern)
+    # A long word that becomes one token, and a piece of its length with its first and
+    # last 8 bytes (the same piece key) that is not a token: compared byte by byte.
+    long_word = b" Supercalifragilisticexpialidocious"
+    lookalike = long_word.replace(b"fra", b"frX")
+    classic = fb.train([prose.decode(), code.decode(), (long_word * 500).decode()],
+                       vocab_size=1200, pattern=pattern)
     use, _ = word_units(classic)
     tokens = classic.model.token_bytes
     unit_of = {tokens[t]: int(t) for t in np.flatnonzero(use)}
+    assert long_word in unit_of and lookalike not in unit_of
     tok_off, tok_data = token_arrays(tokens)
     slots = token_slots(tok_off, tok_data, use)
     rng = np.random.default_rng(7)
-    pool = [tokens[t] for t in np.flatnonzero(use)[:40]] + [b".", b"\n", b" 12", b"  ", b"x"]
+    pool = [tokens[t] for t in np.flatnonzero(use)[:40]] + [b".", b"\n", b" 12", b"  ", b"x",
+                                                            long_word, lookalike]
     mixed = b"".join(pool[i] for i in rng.integers(0, len(pool), 30_000))
     data = np.frombuffer(b"xx" + prose + code + mixed + prose[:5000], np.uint8).copy()
     n = len(data)

@@ -25,9 +25,9 @@ supermerge rank after the ordinary encoder ran.
 import numpy as np
 from numba import njit, prange
 
-from .hashing import (EMPTY, HASH_SEED, _mix, hash_slot, hash_units, interleaved_get,
-                      pair_key, same_units, table_capacity, table_slot)
-from .count import _plan_blocks
+from .hashing import (EMPTY, _mix, interleaved_get, pair_key, same_units, table_capacity,
+                      table_slot)
+from .count import LONG_KEY, _key_slot, _piece_key, _plan_blocks
 from .scan import (SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables,
                    decode_multibyte)
 from .unicode_classes import CLS_L
@@ -86,7 +86,9 @@ def word_flags(tok_off, tok_data, stage1, stage2):
 
 @njit(cache=True, nogil=True)
 def token_slots(tok_off, tok_data, use):
-    """A hash table of the tokens with ``use[t] == 1``, by their bytes.
+    """A hash table of the tokens with ``use[t] == 1``, keyed as counting keys its pieces
+    (``kernels.count._piece_key``: no loop over the bytes; a key of 7 bytes or fewer is the
+    bytes themselves, a longer one is compared byte by byte on a match).
 
     Parameters
     ----------
@@ -96,20 +98,24 @@ def token_slots(tok_off, tok_data, use):
 
     Returns
     -------
-    slots : int64[cap]
-        Token ids (``EMPTY`` in free slots), found with ``hash_slot(hash_units(bytes))``.
+    slots : int64[2 * cap]
+        Slot i's key at ``2 i`` (``EMPTY``: free) and its token id at ``2 i + 1``, found
+        with ``_key_slot(key)``.
     """
     n_use = 0
     for t in range(use.shape[0]):
         n_use += use[t]
-    slots = np.full(table_capacity(n_use), EMPTY, dtype=np.int64)
-    mask = slots.shape[0] - 1
+    cap = table_capacity(n_use)
+    slots = np.full(2 * cap, EMPTY, dtype=np.int64)
+    mask = cap - 1
     for t in range(use.shape[0]):
         if use[t]:
-            i = hash_slot(hash_units(tok_data, tok_off[t], tok_off[t + 1], HASH_SEED)) & mask
-            while slots[i] != EMPTY:
+            key = _piece_key(tok_data, tok_off[t], tok_off[t + 1])
+            i = _key_slot(key) & mask
+            while slots[2 * i] != EMPTY:
                 i = (i + 1) & mask
-            slots[i] = t
+            slots[2 * i] = key
+            slots[2 * i + 1] = t
     return slots
 
 
@@ -204,7 +210,7 @@ def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, table
     window = window_bytes
     words, char_offsets = _window_buffers(pattern_id, window)
     pieces = np.empty(chunk_bytes + window + SCAN_SLACK, dtype=np.int64)
-    mask = slots.shape[0] - 1
+    mask = (slots.shape[0] >> 1) - 1
     n = at
     pos = lo
     while d < n_docs and doc_offsets[d] < hi:
@@ -225,15 +231,19 @@ def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, table
                 # (a shortcut only: the table holds word tokens alone).
                 b0 = data[s]
                 if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
-                    i = hash_slot(hash_units(data, s, e, HASH_SEED)) & mask
+                    key = _piece_key(data, s, e)
+                    i = _key_slot(key) & mask
                     while True:
-                        t = slots[i]
-                        if t == EMPTY:
+                        k = slots[2 * i]
+                        if k == EMPTY:
                             break
-                        if tok_off[t + 1] - tok_off[t] == e - s and same_units(
-                                tok_data, tok_off[t], data, s, e - s):
-                            unit = t
-                            break
+                        if k == key:
+                            t = slots[2 * i + 1]
+                            if key < LONG_KEY or (tok_off[t + 1] - tok_off[t] == e - s
+                                                  and same_units(tok_data, tok_off[t], data,
+                                                                 s, e - s)):
+                                unit = t
+                                break
                         i = (i + 1) & mask
                 if unit >= 0:
                     if run == 0:
