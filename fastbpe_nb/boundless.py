@@ -154,6 +154,15 @@ def interleave_supermerges(classic, units, ready, opts, report=None):
     max_units = UNLIMITED if opts.max_token_length is None else opts.max_token_length
     ok = tlen[left] + tlen[right] <= max_units
     pair_ready = np.where(ok, np.maximum(ready[left], ready[right]), -1)
+    # Nor can a pair win before the ordinary merges' count falls to its own: a supermerge
+    # must beat the next ordinary merge (which wins ties), its count only falls, and the
+    # ordinary counts never rise. So a pair enters the heap at that step at the earliest
+    # (k_fit: the first ordinary merge of count <= the pair's, or m, when they run out),
+    # not as soon as its words are tokens: on 100 MB of Linux sources 626 k pushes of
+    # pairs that could never win became 8 k, and interleave took 63 ms instead of 128.
+    # (The running minimum makes the search safe even if the counts ever rose.)
+    k_fit = np.searchsorted(-np.minimum.accumulate(c_counts), -count, side="left")
+    pair_ready = np.where(pair_ready >= 0, np.maximum(pair_ready, k_fit), -1)
     tie = pair_tie(opts.tie_break, left, right, tokens)
     order = np.flatnonzero(pair_ready >= 0)
     order = order[np.argsort(pair_ready[order], kind="stable")].astype(np.int64)
