@@ -25,13 +25,12 @@ supermerge rank after the ordinary encoder ran.
 import numpy as np
 from numba import njit, prange
 
-from .hashing import (EMPTY, _mix, interleaved_get, pair_key, same_units, table_capacity,
-                      table_slot)
-from .count import LONG_KEY, _key_slot, _piece_key, _plan_blocks
+from .hashing import EMPTY, _mix, interleaved_get, pair_key, table_capacity, table_slot
+from .count import _find_word, _key_slot, _piece_key, _plan_blocks
 from .scan import (SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables,
                    decode_multibyte)
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 14af55563f2a4314d55a2f2fbd4b5b6227cc901219462d6d5cfb5de00220a96a
+#: kernel cache stamp: fbd59adc33734de3adf4c860e42d55db8bcc87bc6183251b356b912f5d265bc9
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0
@@ -155,18 +154,12 @@ def scan_units(data, doc_offsets, pattern_id, stage1, stage2, tables, window_byt
     units : int32[n]
         The runs of two units or more, each followed by one -1.
     """
-    check_scanner_tables(tables)
-    bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
-    start = doc_offsets[0]
-    # A piece is a byte or more and gives at most two outputs: a region of twice its bytes.
-    out = np.empty(2 * (doc_offsets[doc_offsets.shape[0] - 1] - start) + 1, dtype=np.int32)
-    lengths = np.zeros(n_blocks, dtype=np.int64)
+    bounds, first_doc, out, lengths = _units_plan(data, doc_offsets, tables, n_blocks)
     for b in prange(n_blocks):
-        lengths[b] = _units_range(data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1],
-                                  pattern_id, stage1, stage2, tables, window_bytes,
-                                  stream_bytes, chunk_bytes, slots, tok_off, tok_data, out,
-                                  2 * (bounds[b] - start))
-    return _joined_regions(out, bounds, lengths, start)
+        _units_one(b, data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
+                   stream_bytes, chunk_bytes, slots, tok_off, tok_data, bounds, first_doc, out,
+                   lengths)
+    return _joined_regions(out, bounds, lengths, doc_offsets[0])
 
 
 @njit(cache=True, nogil=True)
@@ -174,17 +167,36 @@ def scan_units_serial(data, doc_offsets, pattern_id, stage1, stage2, tables, win
                       stream_bytes, chunk_bytes, slots, tok_off, tok_data, n_blocks):
     """``scan_units`` on the calling thread only (a forked child, see ``parallel.py``).
     Same parameters and result."""
+    bounds, first_doc, out, lengths = _units_plan(data, doc_offsets, tables, n_blocks)
+    for b in range(n_blocks):
+        _units_one(b, data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
+                   stream_bytes, chunk_bytes, slots, tok_off, tok_data, bounds, first_doc, out,
+                   lengths)
+    return _joined_regions(out, bounds, lengths, doc_offsets[0])
+
+
+@njit(cache=True, nogil=True)
+def _units_plan(data, doc_offsets, tables, n_blocks):
+    """``scan_units``' blocks (``_plan_blocks``), its output (block b's region at
+    ``2 (bounds[b] - doc_offsets[0])``: a piece is a byte or more and gives at most two
+    outputs, so a region of twice the block's bytes) and the blocks' output lengths."""
     check_scanner_tables(tables)
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
-    start = doc_offsets[0]
-    out = np.empty(2 * (doc_offsets[doc_offsets.shape[0] - 1] - start) + 1, dtype=np.int32)
-    lengths = np.zeros(n_blocks, dtype=np.int64)
-    for b in range(n_blocks):
-        lengths[b] = _units_range(data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1],
-                                  pattern_id, stage1, stage2, tables, window_bytes,
-                                  stream_bytes, chunk_bytes, slots, tok_off, tok_data, out,
-                                  2 * (bounds[b] - start))
-    return _joined_regions(out, bounds, lengths, start)
+    n_bytes = doc_offsets[doc_offsets.shape[0] - 1] - doc_offsets[0]
+    out = np.empty(2 * n_bytes + 1, dtype=np.int32)
+    return bounds, first_doc, out, np.zeros(n_blocks, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _units_one(b, data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
+               stream_bytes, chunk_bytes, slots, tok_off, tok_data, bounds, first_doc, out,
+               lengths):
+    """Block ``b`` of ``scan_units``: its runs into its own region of ``out``, their number
+    into ``lengths[b]`` (no sharing)."""
+    lengths[b] = _units_range(data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1],
+                              pattern_id, stage1, stage2, tables, window_bytes, stream_bytes,
+                              chunk_bytes, slots, tok_off, tok_data, out,
+                              2 * (bounds[b] - doc_offsets[0]))
 
 
 @njit(cache=True, nogil=True)
@@ -231,20 +243,8 @@ def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, table
                 # (a shortcut only: the table holds word tokens alone).
                 b0 = data[s]
                 if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
-                    key = _piece_key(data, s, e)
-                    i = _key_slot(key) & mask
-                    while True:
-                        k = slots[2 * i]
-                        if k == EMPTY:
-                            break
-                        if k == key:
-                            t = slots[2 * i + 1]
-                            if key < LONG_KEY or (tok_off[t + 1] - tok_off[t] == e - s
-                                                  and same_units(tok_data, tok_off[t], data,
-                                                                 s, e - s)):
-                                unit = t
-                                break
-                        i = (i + 1) & mask
+                    unit = _find_word(slots, mask, _piece_key(data, s, e), tok_data, tok_off,
+                                      data, s, e - s)
                 if unit >= 0:
                     if run == 0:
                         pending = unit

@@ -293,6 +293,31 @@ def _key_slot(key):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _matches(key, store, off, w, data, s, n):
+    """Whether word ``w`` of a table (its bytes ``store[off[w]:off[w + 1]]``), whose key is
+    ``key``, is ``data[s:s + n]``: a short piece's key is its bytes, a long one's bytes are
+    compared (see LONG_KEY)."""
+    return key < LONG_KEY or (off[w + 1] - off[w] == n and _same(store, off[w], data, s, n))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find_word(table, mask, key, store, off, data, s, n):
+    """The word of ``data[s:s + n]`` (key ``key``) in a table of ``(key, word)`` slot pairs
+    (``table[2 i]``, ``table[2 i + 1]``; ``mask``: slots - 1) whose words' bytes are
+    ``store``/``off``, or -1."""
+    i = _key_slot(key) & mask
+    while True:
+        k = table[2 * i]
+        if k == EMPTY:
+            return -1
+        if k == key:
+            w = table[2 * i + 1]
+            if _matches(key, store, off, w, data, s, n):
+                return w
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _same_long(data, a, b, n):
     """Whether ``data[a:a+n]`` and ``data[b:b+n]`` are equal, 8 bytes at a time (n >= 8).
 
@@ -345,8 +370,7 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
         k = g_keys[2 * i]
         if k == key:
             w = g_keys[2 * i + 1]
-            if key < LONG_KEY or (g_off[w + 1] - g_off[w] == n
-                                  and _same(g_store, g_off[w], data, s, n)):
+            if _matches(key, g_store, g_off, w, data, s, n):
                 g_count[w] += count
                 return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
         elif k == EMPTY:
@@ -563,8 +587,7 @@ def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known
             k = g_keys[2 * i]
             if k == key:
                 w = g_keys[2 * i + 1]
-                if key < LONG_KEY or (g_off[w + 1] - g_off[w] == n
-                                      and _same(g_store, g_off[w], data, s, n)):
+                if _matches(key, g_store, g_off, w, data, s, n):
                     g_count[w] += u_count[j]
                     break
             elif k == EMPTY:
@@ -757,21 +780,7 @@ def _look_up_range(data, n_unique, u_start, u_end, u_key, g_keys, g_store, g_off
             prefetch(g_keys, 2 * (_key_slot(u_key[j + LOOKUP_AHEAD]) & mask))
         key = u_key[j]
         s = u_start[j]
-        n = u_end[j] - s
-        i = _key_slot(key) & mask
-        w = -1
-        while True:
-            k = g_keys[2 * i]
-            if k == EMPTY:
-                break
-            if k == key:
-                c = g_keys[2 * i + 1]
-                if key < LONG_KEY or (g_off[c + 1] - g_off[c] == n
-                                      and _same(g_store, g_off[c], data, s, n)):
-                    w = c
-                    break
-            i = (i + 1) & mask
-        known[j] = w
+        known[j] = _find_word(g_keys, mask, key, g_store, g_off, data, s, u_end[j] - s)
 
 
 @njit(cache=True, nogil=True)
