@@ -25,7 +25,7 @@ from . import pretokenize
 from .byte_level import hf_byte_ranks
 from .boundless_model import BoundlessModel, check_boundless_pattern
 from .errors import ModelFormatError, TrainingError
-from .model import token_arrays
+from .model import check_made, token_arrays
 
 def check_flag(verb, boundless, transition, whitespace=None) -> None:
     """``boundless=`` of ``train`` / ``train_files``: a bool, not with other variants."""
@@ -190,10 +190,7 @@ def interleave_supermerges(classic, units, ready, opts, report=None):
     for s in np.flatnonzero(superword).tolist():
         a, b = merges[s].tolist()
         token_bytes[made[s]] = token_bytes[a] + token_bytes[b]
-    lengths = np.fromiter(map(len, token_bytes), np.int64, len(token_bytes))
-    if (lengths == 0).any() or not np.array_equal(
-            lengths[made], lengths[merges[:, 0]] + lengths[merges[:, 1]]):
-        raise AssertionError("internal error: the supermerges' vocabulary is inconsistent")
+    check_made(merges, made, token_bytes, "the supermerges' vocabulary is inconsistent")
     tok = boundless_tokenizer(merges, superword, opts.pattern, opts.special_tokens,
                               tie_break=opts.tie_break, merge_counts=step_count,
                               _derived=(made, token_bytes))

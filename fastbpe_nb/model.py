@@ -124,6 +124,18 @@ def derive_vocab(merges: np.ndarray, base_bytes: list[bytes], source=None):
     return merge_ids, token_bytes, units
 
 
+def check_made(merges, merge_ids, token_bytes, what: str) -> None:
+    """AssertionError unless every merge's id is a token whose length is its two tokens'
+    lengths added, and no token is empty: the cheap check of a vocabulary that training
+    assembled instead of deriving it (``derive_vocab``) merge by merge."""
+    lengths = np.fromiter(map(len, token_bytes), np.int64, len(token_bytes))
+    merges = np.asarray(merges)
+    if len(merge_ids) and (np.max(merge_ids) >= len(token_bytes) or (lengths == 0).any()
+                           or not np.array_equal(lengths[merge_ids], lengths[merges[:, 0]]
+                                                 + lengths[merges[:, 1]])):
+        raise AssertionError(f"internal error: {what}")
+
+
 def token_arrays(tokens: list[bytes]):
     """``(tok_off int64[n + 1], tok_data uint8[total])``: the tokens' bytes end to end."""
     n = len(tokens)

@@ -240,7 +240,7 @@ def final_tokenizer(stage1, base_bytes, merges, merge_ids, pattern, special_toke
     the tokens stage 2 made, not derived again from the first merge (a Python loop over
     every merge: 45 ms at 32k merges); each merge's token is checked to be its two tokens'
     bytes end to end (as derived)."""
-    from .model import MergeModel
+    from .model import MergeModel, check_made
     from .text import UnicodeNormalizer
 
     all_merges = np.concatenate([stage1.merges, merges]).astype(np.int32)
@@ -249,10 +249,7 @@ def final_tokenizer(stage1, base_bytes, merges, merge_ids, pattern, special_toke
     for (a, b), x in zip(merges.tolist(), merge_ids.tolist()):
         if x == len(token_bytes):
             token_bytes.append(token_bytes[a] + token_bytes[b])
-    lengths = np.fromiter(map(len, token_bytes), np.int64, len(token_bytes))
-    if len(all_ids) and (all_ids.max() >= len(token_bytes) or not np.array_equal(
-            lengths[all_ids], lengths[all_merges[:, 0]] + lengths[all_merges[:, 1]])):
-        raise AssertionError("internal error: stage-2 merge ids differ from the vocabulary")
+    check_made(all_merges, all_ids, token_bytes, "stage-2 merge ids differ from the vocabulary")
     level = make_level("bytes", pattern)
     model = MergeModel(all_merges, level.base_bytes, "pairs", _derived=(all_ids, token_bytes))
     tok = Tokenizer.from_parts(model, level, UnicodeNormalizer(None),
