@@ -52,7 +52,7 @@ _LAZY = {
     "StreamDecoder": "decoder",
     "Tokenizer": "tokenizer",
     "count_to_file": "training",
-    "merge_counts_files": "training",
+    "merge_counts_files": "io.counts_file",
     "train": "training",
     "train_files": "training",
 }
@@ -70,7 +70,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
                                       sentencepiece_tokenizer, to_sentencepiece)
     from .sentencepiece_train import train_sentencepiece
     from .tokenizer import Tokenizer
-    from .training import count_to_file, merge_counts_files, train, train_files
+    from .io.counts_file import merge_counts_files
+    from .training import count_to_file, train, train_files
 
 
 def __getattr__(name: str):

@@ -96,17 +96,28 @@ class WordCounter:
         not change when a word's occurrences are split over rows in order, and whose words
         are mostly unique, so that merging the blocks' tables would cost more than it
         saves (SuperBPE's stage 2). Not with a memory budget.
+    keep_runs : bool
+        Also keep the corpus's runs of word-like pieces as word indices (``word_runs``;
+        BoundlessBPE's supermerges join neighbours, so it needs them, and this way the
+        corpus is not scanned again). A scanner's pattern and ``merge_blocks`` only; not
+        with a memory budget (the runs take about 4 bytes a word-like piece).
     """
 
     #: Bytes of words gathered per step by ``table`` (bounds its temporary index arrays).
     GATHER_BYTES = 1 << 20
 
-    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None, merge_blocks=True):
+    def __init__(self, pattern="gpt2", special_tokens=(), num_threads=None, merge_blocks=True,
+                 keep_runs=False):
         self.pattern = pretokenize.resolve_pattern(pattern)
+        scanned = pretokenize.scanner_name(self.pattern) is not None
+        if keep_runs and not (scanned and merge_blocks):
+            raise ValueError("keep_runs needs a pattern the scanner splits and merge_blocks")
         #: Each batch's ``(word_bytes, offsets, counts)`` rows when ``merge_blocks`` is
         #: False and the pattern is a scanner's (else None: the global table below).
-        self._rows = None if merge_blocks or pretokenize.scanner_name(self.pattern) is None \
-            else []
+        self._rows = None if merge_blocks or not scanned else []
+        #: Each batch's runs of word-like pieces (``kernels.count.joined_runs``), when kept.
+        self._word_runs = [] if keep_runs else None
+        self._runs_scratch = None  # count_text_blocks' runs buffer (_runs_buffer)
         self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
         self.num_threads = num_threads
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
@@ -233,8 +244,9 @@ class WordCounter:
         the budget leaves (``memory_left``)."""
         from ._scanner import PATTERN_IDS, read_only, scan_tail
         from .kernels.count import (block_rows, count_text_blocks, count_text_blocks_serial,
-                                    first_round_rows, first_round_rows_serial, look_up_blocks,
-                                    look_up_blocks_serial, merge_text_blocks)
+                                    first_round_rows, first_round_rows_serial, joined_runs,
+                                    joined_runs_serial, look_up_blocks, look_up_blocks_serial,
+                                    merge_text_blocks)
         from .parallel import call_kernel, default_threads, run_parallel
 
         n_bytes = int(doc_offsets[-1] - doc_offsets[0])
@@ -256,8 +268,12 @@ class WordCounter:
         pattern_id = PATTERN_IDS[pretokenize.scanner_name(self.pattern)]
         start_slots = COUNT_MIN_SLOTS if budgeted else self.start_slots(n_bytes / n_blocks,
                                                                          block_words)
+        keep_runs = self._word_runs is not None
+        if keep_runs and budgeted:
+            raise ValueError("keep_runs is not for counting under a memory budget")
+        runs = self._runs_buffer(n_bytes) if keep_runs else None
         scan = (data, doc_offsets, pattern_id, *scan_tail(), self.chunk_bytes, start_slots)
-        args = scan + (n_blocks, block_words)
+        args = scan + (n_blocks, block_words, runs)
         bounds, done, *tables = run_parallel(count_text_blocks, n_threads, *args,
                                              serial=(count_text_blocks_serial, args))
         if n_bytes >= RATE_MIN_BYTES:  # (a small batch's rate says little of the next)
@@ -289,11 +305,13 @@ class WordCounter:
                        self._off)
             known = run_parallel(look_up_blocks, n_threads, *look_up,
                                  serial=(look_up_blocks_serial, look_up))
+        # Each private word's global index, for the runs (int32: the table's words < 2**31).
+        g_of = np.empty(n_blocks * block_words if keep_runs else 0, dtype=np.int32)
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
          self._wkey, self._n, n_pieces) = call_kernel(
-            merge_text_blocks, data, doc_offsets, bounds, done, *scan[2:], block_words,
-            *tables, known, self.n_pieces, self._keys, self._store, self._store_len, self._off,
-            self._count, self._first, self._wkey, self._n, budget)
+            merge_text_blocks, data, doc_offsets, bounds, done, *scan[2:], block_words, runs,
+            g_of, *tables, known, self.n_pieces, self._keys, self._store, self._store_len,
+            self._off, self._count, self._first, self._wkey, self._n, budget)
         if budget[2] > 0:
             from .errors import MemoryBudgetError
 
@@ -304,7 +322,21 @@ class WordCounter:
                 f"counting: the word table's next growth needs {budget[2] / 2**20:,.0f} MiB, "
                 f"over what is left of the max_memory budget ({left / 2**20:,.0f} MiB); "
                 "stopped before allocating it")
+        if keep_runs:
+            join = (runs, bounds, done, int(doc_offsets[0]), g_of, block_words)
+            self._word_runs.append(run_parallel(joined_runs, n_threads, *join,
+                                                serial=(joined_runs_serial, join)))
         self.n_pieces += int(n_pieces)  # a NumPy int under NUMBA_DISABLE_JIT: not JSON
+
+    def _runs_buffer(self, n_bytes: int) -> np.ndarray:
+        """``count_text_blocks``' runs buffer for a batch of ``n_bytes`` (two entries a
+        byte), kept from batch to batch: its pages are mapped once."""
+        if self._runs_scratch is None or len(self._runs_scratch) < 2 * n_bytes:
+            from .small_pages import empty_in_small_pages
+
+            # 4 KiB pages: each block writes only the start of its region.
+            self._runs_scratch = empty_in_small_pages(2 * n_bytes, np.int32)
+        return self._runs_scratch
 
     def start_slots(self, block_bytes: float, block_words: int) -> int:
         """The hash slots a block of ``block_bytes`` bytes starts its private table with:
@@ -387,6 +419,30 @@ class WordCounter:
                 out[offsets[w] : offsets[stop]] = self._store[src]
             w = stop
         return out, offsets, self._count[:n][order].copy()
+
+    def word_runs(self, joined: bool = True):
+        """``int32[n]``: the corpus's runs of two word-like pieces or more (``keep_runs``), in
+        order, as the words' indices in ``indexed_words``, each run closed by a -1
+        (``joined=False``: a list of parts, a batch each, which put end to end are that
+        array). A run never spans documents, batches, or a piece that is not word-like (see
+        ``kernels.count._word_like``: a letter first, or a space and a letter)."""
+        if self._word_runs is None:
+            raise ValueError("this WordCounter was made without keep_runs")
+        if not joined:
+            return list(self._word_runs)
+        return np.concatenate(self._word_runs + [np.empty(0, np.int32)])
+
+    def kept_runs(self):
+        """``(word_runs(joined=False), indexed_words())``, or None without ``keep_runs``."""
+        if self._word_runs is None:
+            return None
+        return self.word_runs(joined=False), self.indexed_words()
+
+    def indexed_words(self):
+        """``(store uint8[*], offsets int64[n_words + 1])``: word ``i``'s bytes are
+        ``store[offsets[i]:offsets[i + 1]]``, ``i`` as ``word_runs`` numbers it (views of the
+        counter's arrays, valid while nothing more is counted)."""
+        return self._store[:self._store_len], self._off[:self._n + 1]
 
     def words(self) -> dict[str, int]:
         """The table as a ``{word: count}`` dict (for inspection and tests)."""

@@ -282,9 +282,8 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
 
         stage2 = Stage2(superbpe_transition, superbpe_pattern, opts)
         texts, opts = stage2.reusable(texts), stage2.stage1_options()
-    if boundless:  # classic training, then supermerges (the unit pass reads texts again)
+    if boundless:  # classic training, then supermerges (counting keeps the runs they need)
         boundless_bpe.check_options(opts, texts)
-        texts = boundless_bpe.reusable(texts)
     # No document at all (``[]``, an exhausted iterator, ``{}``) is an error: it is almost
     # always a wrong path or column, and the model of 256 bytes it gives looks like success.
     # Documents that hold no pre-token (``[""]``, only special tokens) train what the
@@ -299,8 +298,10 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
         require_documents(docs.n)
         symbols, offsets, counts, alphabet = word_table(words, opts.base, opts.end_of_word)
     else:
-        counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads)
+        counter = count_corpus(texts, opts.pattern, opts.special_tokens, opts.num_threads,
+                               keep_runs=boundless)
         require_documents(counter.n_documents)
+        kept_runs = counter.kept_runs()  # (BoundlessBPE's; None otherwise)
         symbols, offsets, counts = kernel_table(*counter.table(), 256, opts.id_bound(256),
                                                 keep_order=opts.tie_break == "first")
         alphabet = None
@@ -316,7 +317,7 @@ def train(texts, vocab_size=None, *, pattern="default", special_tokens=(), tie_b
             lambda cancel: stage2.count_texts(texts, cancel), report=report)
         tok = stage2.finish(tok, *table, report)
     if boundless:
-        tok = boundless_bpe.train_texts(tok, texts, opts, report)
+        tok = boundless_bpe.train_from_runs(tok, kept_runs, opts, report)
     tok = pruning.apply(tok, units, offsets, counts, opts, report) if pruning else tok
     tok = _given_roles(tok, roles)
     if trace:
@@ -372,7 +373,8 @@ def require_words(counts, what: str) -> None:
 
 def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_threads=None,
                 on_bad_input="error", progress=False, max_memory=None, chunk_bytes=16 << 20,
-                max_invalid_utf8=None, max_chunk_bytes=None, cancel=None, merge_blocks=True):
+                max_invalid_utf8=None, max_chunk_bytes=None, cancel=None, merge_blocks=True,
+                keep_runs=False):
     """Count the pre-tokens of corpus files; returns ``(WordCounter, ReadStats)``.
 
     Files are streamed batch by batch (text chunks cut at safe boundaries, never longer
@@ -380,8 +382,8 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
     batches), so memory grows with the unique words, not the corpus. ``max_invalid_utf8``
     (default 0.01) is the share of invalid UTF-8 bytes a file may hold (see
     ``fastbpe_nb.io.corpus``). No file found is a ``CorpusReadError``. ``cancel``: see
-    ``WordCounter.cancel``; ``merge_blocks``: see ``WordCounter`` (no effect under
-    ``max_memory``).
+    ``WordCounter.cancel``; ``merge_blocks``, ``keep_runs``: see ``WordCounter`` (no
+    effect under ``max_memory``; ``keep_runs`` is refused there).
     """
     import os
 
@@ -400,7 +402,8 @@ def count_files(paths, column="text", *, pattern="gpt2", special_tokens=(), num_
         DEFAULT_MAX_INVALID_UTF8 if max_invalid_utf8 is None else max_invalid_utf8)
     chunk_bytes, max_chunk_bytes = chunk_limits(chunk_bytes, max_chunk_bytes, max_memory)
     counter = WordCounter(pattern, special_tokens, check_num_threads(num_threads),
-                          merge_blocks=merge_blocks or max_memory is not None)
+                          merge_blocks=merge_blocks or max_memory is not None,
+                          keep_runs=keep_runs)
     counter.cancel = cancel
     if max_memory is not None:
         counter.memory_check = lambda need: check_budget(
@@ -539,7 +542,9 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                                      num_threads=opts.num_threads, on_bad_input=on_bad_input,
                                      progress=opts.progress, max_memory=max_memory,
                                      chunk_bytes=chunk_bytes, max_invalid_utf8=max_invalid_utf8,
-                                     max_chunk_bytes=max_chunk_bytes)
+                                     max_chunk_bytes=max_chunk_bytes,
+                                     keep_runs=boundless and max_memory is None)
+        kept_runs = counter.kept_runs()  # (BoundlessBPE's: not under a budget, 4 B a word)
         stats.ignored[:0] = ignored
         stats.skipped_files[:0] = skipped
         check_budget("building the word table", counter.table_bytes(), max_memory,
@@ -584,7 +589,9 @@ def train_files(paths, vocab_size=None, *, pattern="default", special_tokens=(),
                 merge_blocks=merge_blocks)[0], min_word_count),
             max_memory, report)
         tok = stage2.finish(tok, *table, report, max_memory)
-    if boundless:  # the supermerges need the corpus's pre-token sequence: read it again
+    if boundless and kept_runs is not None:
+        tok = boundless_bpe.train_from_runs(tok, kept_runs, opts, report)
+    elif boundless:  # under a budget, the corpus's pre-token sequence is read again
         tok = boundless_bpe.train_files(tok, boundless_bpe.file_batches(
             files, column, opts.pattern, on_bad_input, chunk_bytes, max_invalid_utf8,
             max_chunk_bytes), opts, report)
@@ -602,22 +609,6 @@ def file_is_arrow(path) -> bool:
     from .io.input_files import file_kind
 
     return file_kind(str(path)) == "arrow"
-
-
-def merge_counts_files(paths, output, min_count: int = 1) -> dict:
-    """Merge counts files (shards of a corpus, counted anywhere) into one, exactly: counts
-    summed per word, rows sorted by the words' bytes (the same file whatever the order of
-    ``paths``), words below ``min_count`` pruned; returns the report (what was read and
-    pruned). ``fastbpe count --merge a.arrow b.arrow -o all.arrow``."""
-    from .io.counts_file import merge_counts, save_counts
-
-    t0 = time.perf_counter()
-    word_bytes, offsets, counts, meta, report = merge_counts(paths, min_count)
-    extra = {k: v for k, v in meta.items() if k not in ("pattern", "special_tokens")}
-    save_counts(output, word_bytes, offsets, counts, meta.get("pattern"),
-                meta.get("special_tokens", ()), extra=extra)
-    report.update(occurrences=int(counts.sum()), seconds=time.perf_counter() - t0)
-    return report
 
 
 def count_to_file(paths, output, column="text", *, pattern="gpt2", special_tokens=(), **kwargs):

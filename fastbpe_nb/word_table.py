@@ -36,12 +36,13 @@ def count_words(texts, pattern, special_tokens=(), keep_gaps=True) -> collection
 
 
 def count_corpus(texts, pattern, special_tokens=(), num_threads=None, batch_bytes=16 << 20,
-                 cancel=None, merge_blocks=True):
+                 cancel=None, merge_blocks=True, keep_runs=False):
     """Count the pre-tokens of ``texts`` (str documents or pyarrow string arrays) in batches
-    (``cancel``, ``merge_blocks``: see ``WordCounter``)."""
+    (``cancel``, ``merge_blocks``, ``keep_runs``: see ``WordCounter``)."""
     from .counting import WordCounter
 
-    counter = WordCounter(pattern, special_tokens, num_threads, merge_blocks=merge_blocks)
+    counter = WordCounter(pattern, special_tokens, num_threads, merge_blocks=merge_blocks,
+                          keep_runs=keep_runs)
     counter.cancel = cancel
     return feed_texts(counter, texts, batch_bytes)
 

@@ -575,9 +575,82 @@ def test_scan_units_equals_units_by_hand(pattern):
             assert scan_units_serial(*args, n_blocks).tolist() == want
 
 
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+@pytest.mark.parametrize("block_words", [None, 300])
+def test_units_from_counting_equal_units_by_hand(pattern, block_words):
+    """The units from the runs counting keeps (``WordCounter(keep_runs=True)``, then
+    ``units_from_runs``): those found by hand from the scanner's pieces, and those of the
+    corpus scanned again (``UnitCollector``, training under a memory budget): real prose
+    and code, a synthetic mix of units, other pieces, a long token and a same-key
+    look-alike that is no token, empty documents, a batch that does not start at byte 0,
+    special tokens, two batches, two threads (``block_words=300``: the private tables
+    fill up, blocks resume)."""
+    from fbtest import CORPORA
+
+    from fastbpe_nb.boundless import UnitCollector, units_from_runs, word_units
+    from fastbpe_nb.counting import WordCounter, cut_special_tokens
+    from fastbpe_nb.pretokenize import SpecialTokenMatcher
+
+    path = CORPORA / "kjv.txt"
+    if not path.exists():
+        pytest.skip("no shared corpora")
+    import inspect
+
+    # (Russian: units whose first byte is a UTF-8 lead byte, after a space or not.)
+    prose = path.read_bytes()[:200_000] + (CORPORA / "fortunes_ru.txt").read_bytes()[:100_000]
+    code = inspect.getsource(np).encode() * 2
+    long_word = b" Supercalifragilisticexpialidocious"
+    lookalike = long_word.replace(b"fra", b"frX")
+    classic = fb.train([prose.decode(), code.decode(), (long_word * 500).decode()],
+                       vocab_size=1200, pattern=pattern)
+    use, _ = word_units(classic)
+    tokens = classic.model.token_bytes
+    unit_of = {tokens[t]: int(t) for t in np.flatnonzero(use)}
+    rng = np.random.default_rng(11)
+    pool = [tokens[t] for t in np.flatnonzero(use)[:40]] + [b".", b"\n", b" 12", b"  ", b"x",
+                                                            b" ", long_word, lookalike, b"<s>"]
+    mixed = b"".join(pool[i] for i in rng.integers(0, len(pool), 30_000))
+    data = np.frombuffer(b"xx" + prose + code + mixed + prose[:5000], np.uint8).copy()
+    n = len(data)
+    ends = [2 + len(prose), 2 + len(prose) + len(code), n - 5000]
+    batches = [(data, np.array([2, 2, ends[0], ends[0], ends[1]], np.int64)),
+               (data, np.array([ends[1], ends[2], n], np.int64))]
+    specials = ["<s>"]
+    counter = WordCounter(pattern, specials, num_threads=2, keep_runs=True)
+    counter.block_words = block_words or counter.block_words
+    collector = UnitCollector(classic, use, pattern, specials, num_threads=2)
+    want = []
+    for batch in batches:
+        counter.add_batch(*batch)
+        collector.add_batch(*batch)
+        want += units_by_hand(*cut_special_tokens(*batch, SpecialTokenMatcher(specials)),
+                              pattern, unit_of)
+    assert sum(x >= 0 for x in want) > 20_000 and want.count(-1) > 1000
+    assert sum(tokens[x].lstrip(b" ")[:1] >= b"\xc0" for x in want if x >= 0) > 1000
+    got = units_from_runs(classic, use, counter.word_runs(joined=False),
+                          counter.indexed_words())
+    assert got.tolist() == want + [-1] == collector.units().tolist()
+
+
+def test_train_files_under_a_budget_scans_again_to_the_same_model(tmp_path):
+    """Under ``max_memory`` counting keeps no runs and the unit pass scans the corpus again
+    (``UnitCollector``): the same merges, flags and counts as from the kept runs."""
+    docs = tie_heavy_corpus(37, 8000)
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(docs), encoding="utf-8")
+    kept, rep = fb.train_files([str(path)], vocab_size=450, boundless=True,
+                               return_report=True)
+    scanned = fb.train_files([str(path)], vocab_size=450, boundless=True,
+                             max_memory=2 << 30)
+    assert sum(kept.model.superword) > 5 and rep["seconds_boundless_units"] >= 0
+    assert kept.merges.tolist() == scanned.merges.tolist()
+    assert kept.model.superword.tolist() == scanned.model.superword.tolist()
+    assert kept.merge_counts.tolist() == scanned.merge_counts.tolist()
+
+
 def test_train_files_in_a_forked_child(tmp_path):
-    """``train_files`` scans the unit pass on all cores (``scan_units``): in a child forked
-    after the parent's pool ran it, the same merges and flags."""
+    """``train_files`` keeps the runs while counting, on all cores (``joined_runs``): in a
+    child forked after the parent's pool ran it, the same merges and flags."""
     docs = tie_heavy_corpus(36, 8000)
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(docs), encoding="utf-8")

@@ -23,7 +23,8 @@ from fastbpe_nb._scanner import PATTERN_IDS, class_table, scanner_tables
 from fastbpe_nb.counting import WordCounter
 from fastbpe_nb.kernels.count import (_plan_blocks, block_rows, count_text_blocks,
                                       first_round_rows, first_round_rows_serial,
-                                      count_text_blocks_serial, look_up_blocks,
+                                      count_text_blocks_serial, joined_runs,
+                                      joined_runs_serial, look_up_blocks,
                                       look_up_blocks_serial, merge_text_blocks)
 from fastbpe_nb.kernels.scan import STREAM_BYTES, WINDOW_BYTES
 
@@ -54,7 +55,7 @@ def _state(counter):
 
 
 def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial=False,
-              counter=None, start_slots=4096):
+              counter=None, start_slots=4096, keep_runs=False):
     """Call the kernels directly (any n_blocks), into ``counter`` (a fresh one by default):
     the words already in a non-empty table are looked up first, as ``add_batch`` does."""
     counter = counter or WordCounter(pattern)
@@ -62,7 +63,9 @@ def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial
     kernel = count_text_blocks_serial if serial else count_text_blocks
     scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
             scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes, start_slots)
-    bounds, done, *tables = kernel(*scan, n_blocks, block_words)
+    runs = np.empty(2 * len(data), np.int32) if keep_runs else None
+    bounds, done, *tables = kernel(*scan, n_blocks, block_words, runs)
+    g_of = np.empty(n_blocks * block_words if keep_runs else 0, np.int32)
     known = np.empty(0, np.int64)
     if counter._n > 0:
         look_up = look_up_blocks_serial if serial else look_up_blocks
@@ -70,10 +73,15 @@ def _one_pass(data, offsets, pattern, n_blocks, block_words, chunk_bytes, serial
                         counter._store, counter._off)
     (counter._keys, counter._store, counter._store_len, counter._off, counter._count,
      counter._first, counter._wkey, counter._n, n_pieces) = merge_text_blocks(
-        data, offsets, bounds, done, *scan[2:], block_words, *tables, known, counter.n_pieces,
+        data, offsets, bounds, done, *scan[2:], block_words, runs, g_of, *tables, known,
+        counter.n_pieces,
         counter._keys, counter._store, counter._store_len, counter._off, counter._count,
         counter._first, counter._wkey, counter._n, np.array([-1, 0, 0], np.int64))
     counter.n_pieces += n_pieces
+    if keep_runs:
+        join = joined_runs_serial if serial else joined_runs
+        counter._word_runs = (counter._word_runs or []) + [
+            join(runs, bounds, done, int(offsets[0]), g_of, block_words)]
     return counter
 
 
@@ -109,6 +117,119 @@ def test_one_pass_matches_the_reference(docs, pattern, n_blocks, block_words, ch
     assert n_pieces == sum(want.values())
 
 
+def _word_like(piece: bytes) -> bool:
+    """A letter (ASCII, or any UTF-8 lead byte) first, or a space and then one."""
+    b = piece[1] if piece[:1] == b" " and len(piece) > 1 else piece[0]
+    return piece != b" " and (b >= 0xC0 or 0x41 <= b <= 0x5A or 0x61 <= b <= 0x7A)
+
+
+def runs_by_hand(batches, pattern, special_tokens=()):
+    """The runs of two word-like pieces or more, as bytes, from the reference's pieces of
+    each document (cut at special tokens as counting cuts them): what
+    ``WordCounter(keep_runs=True).word_runs()`` names."""
+    runs = []
+    for docs in batches:
+        for doc in docs:
+            run = []
+            for segment, is_special in ref.split_special_tokens(doc, special_tokens):
+                pieces = [] if is_special else ref.pretokenize(segment, pattern)
+                for piece in [p.encode("utf-8", "surrogatepass") for p in pieces] + [None]:
+                    if piece is not None and _word_like(piece):
+                        run.append(piece)
+                        continue
+                    if len(run) >= 2:
+                        runs.append(run)
+                    run = []
+    return runs
+
+
+def runs_as_bytes(counter):
+    """``counter.word_runs()`` with each word index replaced by the word's bytes."""
+    store, offsets = counter.indexed_words()
+    raw = store.tobytes()
+    runs, run = [], []
+    for w in counter.word_runs().tolist():
+        if w < 0:
+            assert len(run) >= 2  # only runs of two or more are kept
+            runs.append(run)
+            run = []
+        else:
+            run.append(raw[offsets[w]:offsets[w + 1]])
+    assert run == []  # every run is closed
+    return runs
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
+       n_blocks=st.integers(1, 9), block_words=st.integers(1, 40),
+       chunk_bytes=st.integers(1, 80), serial=st.booleans(), split=st.integers(0, 6),
+       start_slots=st.sampled_from([2, 4096]))
+def test_kept_runs_are_the_pieces_runs(docs, pattern, n_blocks, block_words, chunk_bytes,
+                                       serial, split, start_slots):
+    """``keep_runs``: the counting pass also writes the runs of word-like pieces, as the
+    global table's word indices, whatever the blocks, the chunks, private tables that fill
+    up (a block resumes in further rounds, whose indices are another table's) and a second
+    batch whose words are partly in the table. The counts are unchanged."""
+    counter = None
+    batches = [b for b in (docs[:split], docs[split:]) if b]
+    for batch in batches:
+        counter = _one_pass(*_batch(batch), pattern, n_blocks, block_words, chunk_bytes,
+                            serial, counter, start_slots, keep_runs=True)
+    assert runs_as_bytes(counter) == runs_by_hand(batches, pattern)
+    want = ref.count_words(docs, pattern)
+    words, counts, n_pieces = _state(counter)
+    assert [w.decode() for w in words] == list(want) and counts == list(want.values())
+
+
+def _real_documents():
+    """KJV, Russian and Chinese prose from the shared corpora and Python source code, in
+    documents of 20 k characters."""
+    import argparse
+    import inspect
+    import typing
+
+    texts = [inspect.getsource(argparse), inspect.getsource(typing)]
+    for name, size in (("kjv.txt", 300_000), ("fortunes_ru.txt", 100_000),
+                       ("fortunes_zh.txt", 60_000)):
+        path = os.path.join(CORPORA, name)
+        if not os.path.exists(path):
+            pytest.skip("../shared/corpora is not here")
+        texts.append(open(path, encoding="utf-8").read()[:size])
+    return [t[i:i + 20_000] for t in texts for i in range(0, len(t), 20_000)]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+@pytest.mark.parametrize("block_words", [None, 500])
+def test_kept_runs_through_add_batch_on_real_text(pattern, block_words):
+    """``WordCounter(keep_runs=True)`` over two batches of real prose and code (several
+    blocks each, two threads; ``block_words=500``: the private tables fill up and blocks
+    resume): the runs found by hand, and the same table as without them."""
+    texts = _real_documents()
+    batches = [texts[:len(texts) // 2], texts[len(texts) // 2:]]
+    kept = WordCounter(pattern, num_threads=2, keep_runs=True)
+    plain = WordCounter(pattern, num_threads=2)
+    for counter in (kept, plain):
+        counter.block_words = block_words or counter.block_words
+        for batch in batches:
+            counter.add_texts(batch)
+    got = runs_as_bytes(kept)
+    assert got == runs_by_hand(batches, pattern) and len(got) > 10_000
+    assert all(np.array_equal(a, b) for a, b in zip(kept.table(), plain.table()))
+
+
+def test_keep_runs_is_refused_where_it_cannot_be_kept():
+    with pytest.raises(ValueError, match="keep_runs"):
+        WordCounter(r"\S+", keep_runs=True)  # no scanner: pieces come from the regex
+    with pytest.raises(ValueError, match="keep_runs"):
+        WordCounter("gpt2", merge_blocks=False, keep_runs=True)
+    counter = WordCounter("gpt2", keep_runs=True)
+    counter.memory_check = lambda need: None
+    with pytest.raises(ValueError, match="memory budget"):
+        counter.add_texts(["some words here"])
+    with pytest.raises(ValueError, match="keep_runs"):
+        WordCounter("gpt2").word_runs()
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(docs=st.lists(cut_heavy, min_size=1, max_size=6), pattern=st.sampled_from(PATTERNS),
        n_blocks=st.integers(1, 9), block_words=st.integers(1, 40),
@@ -122,7 +243,7 @@ def test_block_rows_are_the_table_with_repeats(docs, pattern, n_blocks, block_wo
     stage1, stage2 = class_table()
     scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
             scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes, start_slots)
-    bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words)
+    bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words, None)
     words, row_offsets, counts, n_pieces = block_rows(data, offsets, bounds, done, *scan[2:],
                                                       block_words, *tables)
     raw = words.tobytes()
@@ -381,7 +502,7 @@ def test_first_round_rows_are_block_rows(docs, pattern, n_blocks, chunk_bytes, s
     scan = (data, offsets, PATTERN_IDS[pretokenize.scanner_name(pattern)], stage1, stage2,
             scanner_tables(), WINDOW_BYTES, STREAM_BYTES, chunk_bytes, 4)
     block_words = 1 << 10  # more than the words of any block here: no second round
-    bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words)
+    bounds, done, *tables = count_text_blocks(*scan, n_blocks, block_words, None)
     assert (done[:, 3] == bounds[1:]).all()
     want = block_rows(data, offsets, bounds, done, *scan[2:], block_words, *tables)
     kernel = first_round_rows_serial if serial else first_round_rows

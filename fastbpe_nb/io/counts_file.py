@@ -186,3 +186,19 @@ def merge_counts(paths, min_count: int = 1):
     meta = {k: v for k, v in first_meta.items() if k not in ("format", "version")}
     meta["order"] = ORDER_BYTES
     return out_data.copy(), out_offsets.astype(np.int64), summed[keep].astype(np.int64), meta, report
+
+
+def merge_counts_files(paths, output, min_count: int = 1) -> dict:
+    """Merge counts files (shards of a corpus, counted anywhere) into one, exactly: counts
+    summed per word, rows sorted by the words' bytes (the same file whatever the order of
+    ``paths``), words below ``min_count`` pruned; returns the report (what was read and
+    pruned). ``fastbpe count --merge a.arrow b.arrow -o all.arrow``."""
+    import time
+
+    t0 = time.perf_counter()
+    word_bytes, offsets, counts, meta, report = merge_counts(paths, min_count)
+    extra = {k: v for k, v in meta.items() if k not in ("pattern", "special_tokens")}
+    save_counts(output, word_bytes, offsets, counts, meta.get("pattern"),
+                meta.get("special_tokens", ()), extra=extra)
+    report.update(occurrences=int(counts.sum()), seconds=time.perf_counter() - t0)
+    return report

@@ -30,7 +30,7 @@ from .count import _find_word, _key_slot, _piece_key, _plan_blocks
 from .scan import (SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables,
                    decode_multibyte)
 from .unicode_classes import CLS_L
-#: kernel cache stamp: fbd59adc33734de3adf4c860e42d55db8bcc87bc6183251b356b912f5d265bc9
+#: kernel cache stamp: d495ac807e058285ef5dd2a1b88f6373c2796becbe91fa8c5c032cc1c64f3671
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0
@@ -116,6 +116,72 @@ def token_slots(tok_off, tok_data, use):
             slots[2 * i] = key
             slots[2 * i + 1] = t
     return slots
+
+
+@njit(cache=True, nogil=True)
+def units_of_words(store, offsets, slots, tok_off, tok_data):
+    """Each counted word's unit: the token of ``slots`` (``token_slots``) whose bytes it is,
+    or -1.
+
+    Parameters
+    ----------
+    store : uint8[*], offsets : int64[n_words + 1]
+        The words' bytes (``WordCounter.indexed_words``; offsets rising within ``store``).
+    slots : int64[2 * cap], tok_off : int64[n_tokens + 1], tok_data : uint8[*]
+        ``token_slots``' table and the tokens' bytes.
+
+    Returns
+    -------
+    int32[n_words]
+    """
+    n_words = offsets.shape[0] - 1
+    mask = (slots.shape[0] >> 1) - 1
+    unit = np.empty(n_words, dtype=np.int32)
+    for w in range(n_words):
+        s = offsets[w]
+        e = offsets[w + 1]
+        unit[w] = _find_word(slots, mask, _piece_key(store, s, e), tok_data, tok_off, store, s,
+                             e - s)
+    return unit
+
+
+@njit(cache=True, nogil=True)
+def units_of_runs(runs, unit, out, at):
+    """The runs counting kept as ``scan_units`` gives them: each word as its unit, the runs
+    of two units or more, each followed by one -1 (a word that is no unit cuts its run),
+    written to ``out`` from ``at`` on.
+
+    Parameters
+    ----------
+    runs : int32[n]
+        Word indices, each run closed by a -1 (a part of ``WordCounter.word_runs``; every
+        index below ``unit.shape[0]``, checked by the caller).
+    unit : int32[n_words]
+        Each word's unit or -1 (``units_of_words``).
+    out : int32[>= at + n]
+        Where the units go (a run's units are at most its words).
+    at : int
+
+    Returns
+    -------
+    int
+        Where the next part's units go (``out[at:end]`` holds this part's).
+    """
+    n = at
+    first = at  # where the open run starts in out
+    for r in range(runs.shape[0]):
+        u = -1 if runs[r] < 0 else unit[runs[r]]
+        if u >= 0:
+            out[n] = u
+            n += 1
+        else:
+            if n - first >= 2:
+                out[n] = -1
+                n += 1
+            else:
+                n = first  # a unit alone
+            first = n
+    return first  # (runs end closed: nothing is left open)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -287,6 +287,18 @@ def _piece_key(data, s, e):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _word_like(data, s, e):
+    """Whether the piece ``data[s:e]`` may be a ``boundless.BOUNDLESS_WORD`` (`` ?\\p{L}+``):
+    it starts with an ASCII letter or a UTF-8 lead byte, or with a space and one of those
+    (a cheap superset: the look-up of its word decides). Written without branches (a
+    lone space reads itself again: no letter)."""
+    b0 = np.int64(data[s])
+    b = np.int64(data[s + ((b0 == 0x20) & (e - s >= 2))])
+    c = b | 0x20  # ASCII letters folded to lower case
+    return (b >= 0xC0) | ((c >= 0x61) & (c <= 0x7A))
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _key_slot(key):
     """Slot hash of a private-table key (products stay below 2**63: no overflow)."""
     return hash_slot((key & 0xFFFFFFFFFFFF) ^ ((key >> 48) * 0x9E37))
@@ -405,7 +417,7 @@ def _add_word(data, s, e, key, count, first, g_keys, g_store, g_store_len, g_off
 @njit(cache=True, nogil=True)
 def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tables,
                  window_bytes, stream_bytes, chunk_bytes, start_slots, u_start, u_end, u_count,
-                 u_first, u_key):
+                 u_first, u_key, runs, n_run):
     """Scan the bytes ``pos .. hi`` (documents from ``d`` on, each cut to the range) and
     count their pieces into a private table, until it holds ``u_start.shape[0]`` words.
 
@@ -417,12 +429,25 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tabl
     occurrence among the pieces counted by this call, ``u_key`` its ``_piece_key``. The
     slots start at ``start_slots`` (a power of two >= 2) and double at half full.
 
+    ``runs`` (int32, or None: not kept) receives, from ``runs[n_run]`` on, the word-like
+    pieces (``_word_like``) in order as their words' private indices (``u``), each run of
+    them closed by a -1 before the next other piece and at each document's end
+    (BoundlessBPE's supermerges join neighbours of those; ``word_runs``). At most two
+    entries a piece: a -1 follows a word's entry. A resumed call (the table was full)
+    reads whether a run is open from the last entry. (``runs is None`` is decided when
+    Numba compiles: classic counting's code has no trace of the runs, which cost it 4%.)
+
     Returns
     -------
     tuple
-        ``(n_unique, n_pieces, d, pos)``: ``pos == hi`` when the range is done, else the
-        start of the first piece not counted (the table was full; pieces resume there).
+        ``(n_unique, n_pieces, d, pos, n_run)``: ``pos == hi`` when the range is done, else
+        the start of the first piece not counted (the table was full; pieces resume there);
+        ``n_run``: the entries in ``runs`` now.
     """
+    # A run is open when the last entry is a word's (a resumed round continues it).
+    run_open = False
+    if runs is not None:
+        run_open = n_run > 0 and runs[n_run - 1] >= 0
     cap = u_start.shape[0]
     n_docs = doc_offsets.shape[0] - 1
     window = window_bytes
@@ -462,7 +487,7 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tabl
                     elif sk == EMPTY:
                         if n_unique == cap:
                             _counts_out(slots, u_slot, u_count, n_unique)
-                            return n_unique, n_pieces, d, s
+                            return n_unique, n_pieces, d, s, n_run
                         if 2 * (n_unique + 1) > n_slots:
                             slots, n_slots, i = _doubled_slots(slots, n_slots, u_slot, h)
                             mask = n_slots - 1
@@ -477,10 +502,23 @@ def _count_range(data, doc_offsets, d, pos, hi, pattern_id, stage1, stage2, tabl
                         break
                     i = (i + 1) & mask
                 n_pieces += 1
+                if runs is not None:
+                    # Without branches: whether a piece is word-like is a coin toss to the
+                    # branch predictor (branches cost 0.1 s of two threads on 100 MB). A
+                    # word's entry, or a -1 after an open run; the slot is written anyway.
+                    word = _word_like(data, s, e)
+                    runs[n_run] = (slots[2 * i + 1] >> 32) if word else -1  # (its word)
+                    n_run += word | run_open
+                    run_open = word
             pos = next_pos
+        if runs is not None:
+            if run_open:  # no run spans documents
+                runs[n_run] = -1
+                n_run += 1
+                run_open = False
         d += 1
     _counts_out(slots, u_slot, u_count, n_unique)
-    return n_unique, n_pieces, d, hi
+    return n_unique, n_pieces, d, hi, n_run
 
 
 @njit(cache=True, nogil=True)
@@ -524,7 +562,8 @@ def _counts_out(slots, u_slot, u_count, n_unique):
 
 @njit(cache=True, nogil=True)
 def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, known, first_index,
-                 g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget):
+                 g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget,
+                 g_of):
     """Add a private table of ``_count_range`` to the global table (words new to it get
     first occurrence ``first_index + u_first``); stops where ``budget`` refuses a growth.
 
@@ -532,12 +571,14 @@ def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, known,
     global table as ``look_up_blocks`` found it, or -1; a known word is a count added,
     without a probe. The words go through ``_add_words`` until one needs a growth, which
     ``_add_word`` makes here: a loop that reassigned the table's arrays at every word would
-    pay an atomic reference count per array and word."""
+    pay an atomic reference count per array and word. ``g_of`` (int32[>= n_unique], or
+    empty): receives each word's index in the global table."""
     state = np.array([g_store_len, g_n], dtype=np.int64)
     j = 0
     while True:
         j = _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known,
-                       first_index, g_keys, g_store, g_off, g_count, g_first, g_wkey, state)
+                       first_index, g_keys, g_store, g_off, g_count, g_first, g_wkey, state,
+                       g_of)
         g_store_len, g_n = state[0], state[1]
         if j == n_unique:
             break
@@ -546,6 +587,10 @@ def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, known,
             g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget)
         if budget[2] > 0:
             break
+        if g_of.shape[0] > 0:  # (a growth: rare, so found again rather than returned)
+            s = u_start[j]
+            g_of[j] = _find_word(g_keys, g_keys.shape[0] // 2 - 1, u_key[j], g_store, g_off,
+                                 data, s, u_end[j] - s)
         state[0], state[1] = g_store_len, g_n
         j += 1
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n
@@ -553,11 +598,12 @@ def _merge_range(data, n_unique, u_start, u_end, u_count, u_first, u_key, known,
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known, first_index,
-               g_keys, g_store, g_off, g_count, g_first, g_wkey, state):
+               g_keys, g_store, g_off, g_count, g_first, g_wkey, state, g_of):
     """``_add_word`` for words ``j ..`` of a private table while the global table has room
     (``state``: its bytes used and words, updated); returns the first word that needs a
     growth (or ``n_unique``). Never allocates (compiled without reference counting)."""
     looked_up = known.shape[0] > 0
+    keep = g_of.shape[0] > 0
     n_slots = g_keys.shape[0] // 2
     mask = n_slots - 1
     g_store_len = state[0]
@@ -573,6 +619,8 @@ def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known
                 prefetch(g_keys, 2 * (_key_slot(u_key[ahead]) & mask))
         if looked_up and known[j] >= 0:
             g_count[known[j]] += u_count[j]
+            if keep:
+                g_of[j] = known[j]
             j += 1
             continue
         key = u_key[j]
@@ -589,8 +637,12 @@ def _add_words(data, j, n_unique, u_start, u_end, u_count, u_first, u_key, known
                 w = g_keys[2 * i + 1]
                 if _matches(key, g_store, g_off, w, data, s, n):
                     g_count[w] += u_count[j]
+                    if keep:
+                        g_of[j] = w
                     break
             elif k == EMPTY:
+                if keep:
+                    g_of[j] = g_n
                 g_keys[2 * i] = key
                 g_keys[2 * i + 1] = g_n
                 for k2 in range(n):
@@ -619,7 +671,7 @@ def _check_start_slots(start_slots):
 
 @njit(cache=True, nogil=True, parallel=True)
 def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, tables, window_bytes,
-                      stream_bytes, chunk_bytes, start_slots, n_blocks, block_words):
+                      stream_bytes, chunk_bytes, start_slots, n_blocks, block_words, runs):
     """Pre-tokenize a batch with a named pattern and count its pieces, in one pass: the
     batch's blocks are scanned and counted in parallel into private tables, which
     ``merge_text_blocks`` then adds to the global table (the caller may check its memory
@@ -645,14 +697,21 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, tables, win
     block_words : int
         Capacity of a block's private table (``>= 1``). A block with more unique words
         stops there; ``merge_text_blocks`` counts the rest, a table at a time.
+    runs : int32[>= 2 * n_bytes], or None
+        Where each block writes its runs of word-like pieces (``_count_range``), block
+        ``b``'s at ``2 * (bounds[b] - doc_offsets[0])``, as private indices of its table
+        (``joined_runs`` makes them global ones); None: none are kept. The caller's
+        buffer, reused from batch to batch: fresh pages for every batch cost 0.07 s on
+        100 MB (the page faults of the entries written).
 
     Returns
     -------
     bounds : int64[n_blocks + 1]
         The blocks' byte ranges.
-    done : int64[n_blocks, 4]
-        Per block: unique words in its table, pieces counted, and the document and byte
-        where it stopped (``done[b, 3] == bounds[b + 1]`` when it is complete).
+    done : int64[n_blocks, 6]
+        Per block: unique words in its table, pieces counted, the document and byte where
+        it stopped (``done[b, 3] == bounds[b + 1]`` when it is complete), the entries of
+        its runs, and 0 (``merge_text_blocks`` sets it when they are global indices).
     u_start, u_end, u_count, u_first, u_key : int64[n_blocks * block_words]
         The private tables, block ``b``'s at ``b * block_words`` (see ``_count_range``).
     """
@@ -660,42 +719,45 @@ def count_text_blocks(data, doc_offsets, pattern_id, stage1, stage2, tables, win
     check_scanner_tables(tables)
     _check_start_slots(start_slots)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
+    _check_runs(runs, doc_offsets)
     for b in prange(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
                         tables, window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
-                        u_start, u_end, u_count, u_first, u_key, done)
+                        u_start, u_end, u_count, u_first, u_key, done, runs)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
 
 
 @njit(cache=True, nogil=True)
 def count_text_blocks_serial(data, doc_offsets, pattern_id, stage1, stage2, tables,
                              window_bytes, stream_bytes, chunk_bytes, start_slots, n_blocks,
-                             block_words):
+                             block_words, runs):
     """``count_text_blocks`` on the calling thread only (a forked child, see
     ``parallel.py``). Same parameters and results."""
     bounds, first_doc = _plan_blocks(data, doc_offsets, n_blocks)
     check_scanner_tables(tables)
     _check_start_slots(start_slots)
     u_start, u_end, u_count, u_first, u_key, done = _private_tables(n_blocks, block_words)
+    _check_runs(runs, doc_offsets)
     for b in range(n_blocks):
         _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
                         tables, window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
-                        u_start, u_end, u_count, u_first, u_key, done)
+                        u_start, u_end, u_count, u_first, u_key, done, runs)
     return bounds, done, u_start, u_end, u_count, u_first, u_key
 
 
 @njit(cache=True, nogil=True)
 def _count_text_one(data, doc_offsets, b, bounds, first_doc, pattern_id, stage1, stage2,
                     tables, window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
-                    u_start, u_end, u_count, u_first, u_key, done):
-    """Count block ``b`` into its own slices of the private tables and its row of ``done``
-    (no sharing)."""
+                    u_start, u_end, u_count, u_first, u_key, done, runs):
+    """Count block ``b`` into its own slices of the private tables, its region of ``runs``
+    and its row of ``done`` (no sharing)."""
     lo = b * block_words
     hi = lo + block_words
-    done[b, 0], done[b, 1], done[b, 2], done[b, 3] = _count_range(
+    done[b, 0], done[b, 1], done[b, 2], done[b, 3], done[b, 4] = _count_range(
         data, doc_offsets, first_doc[b], bounds[b], bounds[b + 1], pattern_id, stage1, stage2,
         tables, window_bytes, stream_bytes, chunk_bytes, start_slots, u_start[lo:hi], u_end[lo:hi],
-        u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+        u_count[lo:hi], u_first[lo:hi], u_key[lo:hi], _runs_region(runs, bounds, b, doc_offsets[0]),
+        0)
 
 
 @njit(cache=True, nogil=True)
@@ -704,7 +766,24 @@ def _private_tables(n_blocks, block_words):
     size = n_blocks * block_words
     return (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
             np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
-            np.empty(size, dtype=np.int64), np.zeros((n_blocks, 4), dtype=np.int64))
+            np.empty(size, dtype=np.int64), np.zeros((n_blocks, 6), dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _check_runs(runs, doc_offsets):
+    """``count_text_blocks``' runs need two entries a byte of the batch (a piece is a byte
+    or more, and gives at most two), or are None."""
+    if runs is not None:
+        if runs.shape[0] < 2 * (doc_offsets[doc_offsets.shape[0] - 1] - doc_offsets[0]):
+            raise ValueError("runs must hold two entries per byte of the batch")
+
+
+@njit(cache=True, nogil=True)
+def _runs_region(runs, bounds, b, start):
+    """Block ``b``'s region of ``runs`` (None when no runs are kept)."""
+    if runs is None:
+        return runs
+    return runs[2 * (bounds[b] - start):2 * (bounds[b + 1] - start)]
 
 
 #: Words ahead of the one looked up whose global hash slot ``_look_up_range`` prefetches:
@@ -785,8 +864,8 @@ def _look_up_range(data, n_unique, u_start, u_end, u_key, g_keys, g_store, g_off
 
 @njit(cache=True, nogil=True)
 def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tables,
-                      window_bytes, stream_bytes, chunk_bytes, start_slots, block_words,
-                      u_start, u_end, u_count, u_first, u_key, known, first_index, g_keys,
+                      window_bytes, stream_bytes, chunk_bytes, start_slots, block_words, runs,
+                      g_of, u_start, u_end, u_count, u_first, u_key, known, first_index, g_keys,
                       g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, budget):
     """Add the private tables of ``count_text_blocks`` to the global table, in block order
     (a word's first occurrence is in the earliest block that has it); a block whose table
@@ -797,8 +876,13 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
     ----------
     data ... start_slots
         As given to ``count_text_blocks``.
-    bounds, done, u_start, u_end, u_count, u_first, u_key
+    bounds, done, runs, u_start, u_end, u_count, u_first, u_key
         Its results (``block_words`` as given to it).
+    g_of : int32[n_blocks * block_words] (or int32[0]: no runs kept, ``runs`` None)
+        Receives the global index of each word of the blocks' tables (block ``b``'s at
+        ``b * block_words``), for ``joined_runs``. A block that resumes (its table filled
+        up) has its runs made global indices here, round by round, and ``done[b, 5]`` set
+        (``done[b, 4]``: its entries, all rounds).
     known : int64[n_blocks * block_words] or int64[0]
         ``look_up_blocks``' result on the same tables and global table, or empty (every
         word is probed here).
@@ -821,24 +905,127 @@ def merge_text_blocks(data, doc_offsets, bounds, done, pattern_id, stage1, stage
         lo = b * block_words
         hi = lo + block_words
         n_unique, n, d, pos = done[b, 0], done[b, 1], done[b, 2], done[b, 3]
+        region = _runs_region(runs, bounds, b, doc_offsets[0])
+        block_g_of = g_of[lo:hi] if g_of.shape[0] > 0 else g_of
+        r0, r1 = 0, done[b, 4]
+        first_round = True
         block_known = known[lo:hi] if known.shape[0] > 0 else known
         while True:
             (g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey,
              g_n) = _merge_range(data, n_unique, u_start[lo:hi], u_end[lo:hi],
                                  u_count[lo:hi], u_first[lo:hi], u_key[lo:hi], block_known,
                                  first_index + n_pieces, g_keys, g_store, g_store_len, g_off,
-                                 g_count, g_first, g_wkey, g_n, budget)
+                                 g_count, g_first, g_wkey, g_n, budget, block_g_of)
             n_pieces += n
             block_known = known[:0]  # a further round's words were not looked up
             if budget[2] > 0:
                 return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
+            if pos >= bounds[b + 1] and first_round:
+                break  # one round: joined_runs makes its runs global, in parallel
+            # A further round reuses the private table: this round's runs are made global
+            # now (rare: a table fills up at block_words words).
+            if runs is not None:  # (an argument: Numba drops the branch for None)
+                _translated(region, r0, r1, block_g_of)
+                done[b, 5] = 1
             if pos >= bounds[b + 1]:
                 break
-            n_unique, n, d, pos = _count_range(
+            first_round = False
+            r0 = r1
+            n_unique, n, d, pos, r1 = _count_range(
                 data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
                 tables, window_bytes, stream_bytes, chunk_bytes, start_slots, u_start[lo:hi],
-                u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+                u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi], region, r0)
+        done[b, 4] = r1
     return g_keys, g_store, g_store_len, g_off, g_count, g_first, g_wkey, g_n, n_pieces
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def joined_runs(runs, bounds, done, start, g_of, block_words):
+    """The blocks' runs of word-like pieces as global word indices, end to end, only the
+    runs of two or more, each followed by one -1 (a piece alone has no neighbour to join).
+    Each block's runs are made global and filtered in place, the blocks in parallel, then
+    copied into place in parallel.
+
+    Parameters
+    ----------
+    runs : int32[2 * n_bytes]
+        ``count_text_blocks``' runs (block ``b``'s ``done[b, 4]`` entries at
+        ``2 * (bounds[b] - start)``; rewritten here).
+    bounds : int64[n_blocks + 1], done : int64[n_blocks, 6]
+        Its block bounds and per-block results, after ``merge_text_blocks``.
+    start : int
+        The batch's first byte (``doc_offsets[0]``).
+    g_of : int32[n_blocks * block_words], block_words : int
+        ``merge_text_blocks``' global index of each private word.
+
+    Returns
+    -------
+    int32[n]
+        Word indices, each run closed by a -1.
+    """
+    n_blocks = done.shape[0]
+    lengths = np.zeros(n_blocks + 1, dtype=np.int64)
+    for b in prange(n_blocks):
+        lengths[b + 1] = _block_runs(runs, bounds, done, start, g_of, block_words, b)
+    return _copied_runs(runs, bounds, start, lengths)
+
+
+@njit(cache=True, nogil=True)
+def joined_runs_serial(runs, bounds, done, start, g_of, block_words):
+    """``joined_runs`` on the calling thread only (a forked child, see ``parallel.py``).
+    Same parameters and result."""
+    n_blocks = done.shape[0]
+    lengths = np.zeros(n_blocks + 1, dtype=np.int64)
+    for b in range(n_blocks):
+        lengths[b + 1] = _block_runs(runs, bounds, done, start, g_of, block_words, b)
+    return _copied_runs(runs, bounds, start, lengths)
+
+
+@njit(cache=True, nogil=True)
+def _block_runs(runs, bounds, done, start, g_of, block_words, b):
+    """Block ``b``'s runs made global (unless ``merge_text_blocks`` did) and cut to those of
+    two words or more, in place at the start of its region; returns their entries."""
+    at = 2 * (bounds[b] - start)
+    lo = b * block_words
+    translate = done[b, 5] == 0
+    n = at
+    first = at  # where the open run starts
+    for r in range(at, at + done[b, 4]):
+        w = runs[r]
+        if w >= 0:
+            runs[n] = g_of[lo + w] if translate else w
+            n += 1
+        else:
+            if n - first >= 2:
+                runs[n] = -1
+                n += 1
+            else:
+                n = first  # a word alone
+            first = n
+    # (A block's runs end closed, at a document's end or at a safe cut after a newline.)
+    return first - at
+
+
+@njit(cache=True, nogil=True)
+def _copied_runs(runs, bounds, start, lengths):
+    """The blocks' filtered runs (``lengths[b + 1]`` entries at the start of block b's
+    region) end to end, in a new array (``lengths`` becomes their offsets)."""
+    n_blocks = lengths.shape[0] - 1
+    for b in range(n_blocks):
+        lengths[b + 1] += lengths[b]
+    out = np.empty(lengths[n_blocks], dtype=np.int32)
+    for b in range(n_blocks):
+        at = 2 * (bounds[b] - start)
+        out[lengths[b]:lengths[b + 1]] = runs[at:at + lengths[b + 1] - lengths[b]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _translated(region, r0, r1, g_of):
+    """``region[r0:r1]``'s private word indices made global ones (``g_of``), in place."""
+    for r in range(r0, r1):
+        if region[r] >= 0:
+            region[r] = g_of[region[r]]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -997,10 +1184,10 @@ def block_rows(data, doc_offsets, bounds, done, pattern_id, stage1, stage2, tabl
             n_pieces += n
             if pos >= bounds[b + 1]:
                 break
-            n_unique, n, d, pos = _count_range(
+            n_unique, n, d, pos, _ = _count_range(
                 data, doc_offsets, d, pos, bounds[b + 1], pattern_id, stage1, stage2,
                 tables, window_bytes, stream_bytes, chunk_bytes, start_slots, u_start[lo:hi],
-                u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi])
+                u_end[lo:hi], u_count[lo:hi], u_first[lo:hi], u_key[lo:hi], None, 0)
             # Room for this round's rows besides the later blocks' (rare: a table fills up
             # at ``block_words`` distinct words; capacities double, as for any table).
             more = 0
