@@ -112,22 +112,31 @@ class BoundlessModel(MergeModel):
         self.superword.setflags(write=False)
         self.pattern = pattern
         tokens = self.token_bytes
-        words = {t: word_token(tokens[t]) for t in np.unique(self.merges[superword]).tolist()}
-        for k in np.flatnonzero(superword).tolist():
-            a, b = (int(x) for x in self.merges[k])
+        # Each token of a supermerge checked once, then the supermerges at once (a loop over
+        # them took 2 of the 4 ms a trained model of 2 k supermerges took to build).
+        sup = np.flatnonzero(superword)
+        pairs = self.merges[sup]
+        used = np.unique(pairs).tolist()
+        is_word = np.zeros(len(tokens), dtype=bool)
+        spaced = np.zeros(len(tokens), dtype=bool)
+        is_word[used] = [word_token(tokens[t]) for t in used]
+        spaced[used] = [tokens[t][:1] == b" " for t in used]
+        # With gpt2 / cl100k two word pre-tokens meet only before a space (the letters of
+        # the first would have taken the second's): the right token starts with one.
+        bad = ~is_word[pairs[:, 0]] | ~is_word[pairs[:, 1]] | ~spaced[pairs[:, 1]]
+        if bad.any():
+            j = int(np.argmax(bad))
+            k, (a, b) = int(sup[j]), (int(x) for x in pairs[j])
             for side, t in (("left", a), ("right", b)):
-                if not words[t]:
+                if not is_word[t]:
                     raise ModelFormatError(
                         f"supermerge {k} ({a}, {b}): its {side} token {tokens[t]!r:.40} is not "
                         "a word pre-token (an optional space and letters)", source,
                         f"merges[{k}]")
-            if not tokens[b].startswith(b" "):
-                # With gpt2 / cl100k two word pre-tokens meet only before a space (the
-                # letters of the first would have taken the second's).
-                raise ModelFormatError(
-                    f"supermerge {k} ({a}, {b}): its right token {tokens[b]!r:.40} does not "
-                    "start with a space, so the two tokens are never neighbouring pre-tokens",
-                    source, f"merges[{k}]")
+            raise ModelFormatError(
+                f"supermerge {k} ({a}, {b}): its right token {tokens[b]!r:.40} does not "
+                "start with a space, so the two tokens are never neighbouring pre-tokens",
+                source, f"merges[{k}]")
         made = self.merge_ids[superword]
         if len(np.unique(made)) != len(made) or np.isin(made, self.merge_ids[~superword]).any():
             raise ModelFormatError("a supermerge makes a token that another merge makes too",

@@ -117,7 +117,7 @@ class WordCounter:
         self._rows = None if merge_blocks or not scanned else []
         #: Each batch's runs of word-like pieces (``kernels.count.joined_runs``), when kept.
         self._word_runs = [] if keep_runs else None
-        self._runs_scratch = None  # count_text_blocks' runs buffer (_runs_buffer)
+        self._scratches = {}  # the runs' buffers (_scratch)
         self.matcher = pretokenize.SpecialTokenMatcher(special_tokens)
         self.num_threads = num_threads
         self.n_pieces = 0  # pre-tokens seen (global piece index of the next batch)
@@ -271,7 +271,7 @@ class WordCounter:
         keep_runs = self._word_runs is not None
         if keep_runs and budgeted:
             raise ValueError("keep_runs is not for counting under a memory budget")
-        runs = self._runs_buffer(n_bytes) if keep_runs else None
+        runs = self._scratch("_runs", 2 * n_bytes) if keep_runs else None
         scan = (data, doc_offsets, pattern_id, *scan_tail(), self.chunk_bytes, start_slots)
         args = scan + (n_blocks, block_words, runs)
         bounds, done, *tables = run_parallel(count_text_blocks, n_threads, *args,
@@ -306,7 +306,8 @@ class WordCounter:
             known = run_parallel(look_up_blocks, n_threads, *look_up,
                                  serial=(look_up_blocks_serial, look_up))
         # Each private word's global index, for the runs (int32: the table's words < 2**31).
-        g_of = np.empty(n_blocks * block_words if keep_runs else 0, dtype=np.int32)
+        g_of = self._scratch("_g_of", n_blocks * block_words) if keep_runs else \
+            np.empty(0, np.int32)
         (self._keys, self._store, self._store_len, self._off, self._count, self._first,
          self._wkey, self._n, n_pieces) = call_kernel(
             merge_text_blocks, data, doc_offsets, bounds, done, *scan[2:], block_words, runs,
@@ -328,15 +329,19 @@ class WordCounter:
                                                 serial=(joined_runs_serial, join)))
         self.n_pieces += int(n_pieces)  # a NumPy int under NUMBA_DISABLE_JIT: not JSON
 
-    def _runs_buffer(self, n_bytes: int) -> np.ndarray:
-        """``count_text_blocks``' runs buffer for a batch of ``n_bytes`` (two entries a
-        byte), kept from batch to batch: its pages are mapped once."""
-        if self._runs_scratch is None or len(self._runs_scratch) < 2 * n_bytes:
-            from .small_pages import empty_in_small_pages
+    def _scratch(self, name: str, size: int) -> np.ndarray:
+        """An int32 buffer of at least ``size`` for the runs (``count_text_blocks``' runs,
+        two entries a byte; ``merge_text_blocks``' global indices, one a private word),
+        kept from batch to batch so that its pages are mapped once, and in 4 KiB pages:
+        each block writes only the start of its region, and a fresh huge page costs
+        1.4-2.3 ms per MB the first time on the team's VM (see ``small_pages``; the
+        global indices in fresh NumPy arrays took KJV's counting from 11 to 17-28 ms)."""
+        from .small_pages import empty_in_small_pages
 
-            # 4 KiB pages: each block writes only the start of its region.
-            self._runs_scratch = empty_in_small_pages(2 * n_bytes, np.int32)
-        return self._runs_scratch
+        buffer = self._scratches.get(name)
+        if buffer is None or len(buffer) < size:
+            buffer = self._scratches[name] = empty_in_small_pages(size, np.int32)
+        return buffer
 
     def start_slots(self, block_bytes: float, block_words: int) -> int:
         """The hash slots a block of ``block_bytes`` bytes starts its private table with:

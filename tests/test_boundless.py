@@ -501,6 +501,34 @@ def test_pair_table_equals_counting_by_hand(n, n_words, cut):
         assert len(want[1]) > 4 * (1 << 15)  # the doubling was reached
 
 
+@pytest.mark.parametrize("n, n_words, cut", [(2, 1, 0.0), (9, 2, 0.3), (70_000, 50, 0.0),
+                                             (200_000, 1000, 0.1), (300_000, 5000, 0.02),
+                                             (300_000, 3, 0.5)])
+@pytest.mark.parametrize("ending", ["-1", "one run"])
+def test_pair_table_on_two_halves_is_the_same_table(monkeypatch, n, n_words, cut, ending):
+    """``pair_table_of`` on two halves at once (cut after a -1 near the middle; the second
+    half's pairs looked up in the first's table and renumbered; positions written by both
+    at once): ``pair_table``'s arrays exactly, pairs that recur in both halves, pairs of one
+    half only, a second half that is one run to the end (no -1 but the last: a cut at the
+    very end, so one part), and arrays small enough for any cut."""
+    from fastbpe_nb import boundless
+    from fastbpe_nb.kernels.boundless import pair_table
+
+    monkeypatch.setattr(boundless, "PAIR_HALVES_MIN_UNITS", 0)
+    rng = np.random.default_rng(n + n_words)
+    units = rng.integers(0, n_words, n).astype(np.int32)
+    units[rng.random(n) < cut] = -1
+    if ending == "one run":
+        units[n // 3:] = rng.integers(0, n_words, n - n // 3)
+    units[-1] = -1  # (as the units always end)
+    want = pair_table(units)
+    got = boundless.pair_table_of(units, num_threads=2)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+    assert boundless.pair_table_of(units, num_threads=1)[1].tolist() == want[1].tolist()
+
+
 def units_by_hand(data, doc_offsets, pattern, unit_of):
     """The runs of two units or more of each document, each followed by a -1: a piece's
     unit is ``unit_of[its bytes]`` (or -1), the pieces those of ``pretokenize``."""

@@ -486,8 +486,31 @@ def pair_table(units):
     """
     n = units.shape[0]
     pid = np.full(n, -1, dtype=np.int32)
+    left, right, count, _, _, n_pairs = _pairs_of(units, 0, n, pid)
+    occ_off = np.zeros(n_pairs + 1, dtype=np.int64)
+    for p in range(n_pairs):
+        occ_off[p + 1] = occ_off[p] + count[p]
+    occ_pos = np.empty(occ_off[n_pairs], dtype=np.int64)
+    fill_positions(pid, 0, n, occ_off[:n_pairs].copy(), occ_pos, np.empty(0, np.int64))
+    return pid, left[:n_pairs].copy(), right[:n_pairs].copy(), count[:n_pairs].copy(), \
+        occ_off, occ_pos
+
+
+@njit(cache=True, nogil=True)
+def pair_half(units, lo, hi, pid):
+    """``pair_table``'s pairs of ``units[lo:hi]`` alone (``lo`` just after a -1, or 0; ``hi``
+    just after one, or ``n``: no pair spans them), numbered by first occurrence there:
+    ``pid[lo:hi]`` written, and ``(left, right, count, keys, vals, n_pairs)`` (``keys`` /
+    ``vals``: its hash table, for ``joined_pair_halves``). Two halves run at once
+    (``boundless.pair_table_of``)."""
+    return _pairs_of(units, lo, hi, pid)
+
+
+@njit(cache=True, nogil=True)
+def _pairs_of(units, lo, hi, pid):
+    """The pairs of ``units[lo:hi]``: see ``pair_half``."""
     n_pos = 0  # positions that hold a pair: at most that many pairs
-    for q in range(n - 1):
+    for q in range(lo, hi - 1):
         if units[q] >= 0 and units[q + 1] >= 0:
             n_pos += 1
     # The table starts small and doubles at half full: the distinct pairs are far fewer
@@ -499,10 +522,11 @@ def pair_table(units):
     right = np.empty(max(n_pos, 1), dtype=np.int32)
     count = np.zeros(max(n_pos, 1), dtype=np.int64)
     n_pairs = 0
-    for q in range(n - 1):
+    for q in range(lo, hi - 1):
         a = units[q]
         b = units[q + 1]
         if a < 0 or b < 0:
+            pid[q] = -1
             continue
         key = pair_key(a, b)
         # The probe written out, not table_slot: a call per position that takes the
@@ -525,18 +549,78 @@ def pair_table(units):
             p = vals[i]
         pid[q] = p
         count[p] += 1
+    if hi > lo:
+        pid[hi - 1] = -1  # (no pair starts at a part's last position)
+    return left, right, count, keys, vals, n_pairs
+
+
+@njit(cache=True, nogil=True)
+def joined_pair_halves(pid, mid, left0, right0, count0, keys0, vals0, n0, left1, right1,
+                       count1, n1):
+    """``pair_table``'s pairs from two ``pair_half`` results (positions ``0 .. mid`` and
+    ``mid .. n``): the first half's pairs keep their numbers, the second's new ones follow
+    in their order of first occurrence (so all are in order of first occurrence).
+
+    Returns
+    -------
+    left, right : int32[n_pairs], count : int64[n_pairs], occ_off : int64[n_pairs + 1]
+        As ``pair_table``'s.
+    start0, start1 : int64[n_pairs]
+        Where each half's positions of each pair go in ``occ_pos`` (the first half's
+        first: positions ascending), for ``fill_positions``.
+    to_global : int64[n1]
+        Each of the second half's pairs' number (``fill_positions`` renumbers
+        ``pid[mid:]`` with it as it reads it).
+    """
+    to_global = np.empty(max(n1, 1), dtype=np.int64)
+    n_pairs = n0
+    mask = keys0.shape[0] - 1
+    for j in range(n1):
+        key = pair_key(left1[j], right1[j])
+        i = _mix(key) & mask
+        while keys0[i] != key and keys0[i] != EMPTY:
+            i = (i + 1) & mask
+        if keys0[i] == key:
+            to_global[j] = vals0[i]
+        else:
+            to_global[j] = n_pairs
+            n_pairs += 1
+    left = np.empty(n_pairs, dtype=np.int32)
+    right = np.empty(n_pairs, dtype=np.int32)
+    count = np.zeros(n_pairs, dtype=np.int64)
+    left[:n0] = left0[:n0]
+    right[:n0] = right0[:n0]
+    count[:n0] = count0[:n0]
+    for j in range(n1):
+        p = to_global[j]
+        left[p] = left1[j]
+        right[p] = right1[j]
+        count[p] += count1[j]
     occ_off = np.zeros(n_pairs + 1, dtype=np.int64)
     for p in range(n_pairs):
         occ_off[p + 1] = occ_off[p] + count[p]
-    fill = occ_off[:n_pairs].copy()
-    occ_pos = np.empty(occ_off[n_pairs], dtype=np.int64)
-    for q in range(n - 1):
+    start0 = occ_off[:n_pairs].copy()
+    start1 = occ_off[:n_pairs].copy()
+    for p in range(n0):
+        start1[p] += count0[p]
+    return left, right, count, occ_off, start0, start1, to_global[:n1]
+
+
+@njit(cache=True, nogil=True)
+def fill_positions(pid, lo, hi, start, occ_pos, to_global):
+    """Write each position ``q`` of ``lo .. hi`` that holds a pair at ``occ_pos[start[p]]``
+    (``p = pid[q]``), ``start[p]`` then one on: the pairs' positions, ascending. Two halves
+    at once write disjoint places (``joined_pair_halves``' starts). ``to_global`` (or
+    empty): ``pid[q]`` is a half's own number, made global here first."""
+    remap = to_global.shape[0] > 0
+    for q in range(lo, hi):
         p = pid[q]
         if p >= 0:
-            occ_pos[fill[p]] = q
-            fill[p] += 1
-    return pid, left[:n_pairs].copy(), right[:n_pairs].copy(), count[:n_pairs].copy(), \
-        occ_off, occ_pos
+            if remap:
+                p = to_global[p]
+                pid[q] = p
+            occ_pos[start[p]] = q
+            start[p] += 1
 
 
 @njit(cache=True, nogil=True, inline="always")
