@@ -257,9 +257,10 @@ def pair_tie(tie_break, left, right, tokens) -> np.ndarray:
 def train_from_runs(classic, kept_runs, opts, report=None):
     """``train`` / ``train_files(..., boundless=True)`` after classic training, from the
     runs of word-like pieces that counting kept (``WordCounter(keep_runs=True)``'s
-    ``kept_runs()``: the runs and the words, see ``units_from_runs``). The corpus is not read again: its second scan (``UnitCollector``,
-    which training under a memory budget still makes) took longer than counting it (100 MB
-    of Linux sources, two threads: 0.39 s against 0.26)."""
+    ``kept_runs()``: the runs and the words, see ``units_from_runs``). The corpus is not
+    read again: its second scan (``UnitCollector``, which training under a memory budget
+    still makes) took longer than counting it (100 MB of Linux sources, two threads: 0.39 s
+    against 0.26)."""
     import time
 
     t0 = time.perf_counter()

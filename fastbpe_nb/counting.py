@@ -438,9 +438,12 @@ class WordCounter:
         return np.concatenate(self._word_runs + [np.empty(0, np.int32)])
 
     def kept_runs(self):
-        """``(word_runs(joined=False), indexed_words())``, or None without ``keep_runs``."""
+        """``(word_runs(joined=False), indexed_words())``, or None without ``keep_runs``,
+        once counting is done: the counting buffers of the runs are let go (up to 8 bytes a
+        byte of the largest batch, while the counter lives on through training)."""
         if self._word_runs is None:
             return None
+        self._scratches = {}
         return self.word_runs(joined=False), self.indexed_words()
 
     def indexed_words(self):

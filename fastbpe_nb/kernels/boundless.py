@@ -30,7 +30,7 @@ from .count import _find_word, _key_slot, _piece_key, _plan_blocks
 from .scan import (SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables,
                    decode_multibyte)
 from .unicode_classes import CLS_L
-#: kernel cache stamp: d495ac807e058285ef5dd2a1b88f6373c2796becbe91fa8c5c032cc1c64f3671
+#: kernel cache stamp: 11b3194f676a341a4c727f075ec66c50280fd869d6c09f9b1944955662ff54be
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0

@@ -22,7 +22,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch
-#: kernel cache stamp: d495ac807e058285ef5dd2a1b88f6373c2796becbe91fa8c5c032cc1c64f3671
+#: kernel cache stamp: 11b3194f676a341a4c727f075ec66c50280fd869d6c09f9b1944955662ff54be
 #: The largest value of a sketch counter (uint32): a sum that would pass it stays there
 #: (still at least the count of every pair in the counter).
 SKETCH_CAP = 0xFFFFFFFF
