@@ -29,6 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import fastbpe_nb as fb
+import fastbpe_nb.boundless
+
+# Small corpora here: BoundlessBPE's pair table takes its two-threaded path on them too.
+fastbpe_nb.boundless.PAIR_HALVES_MIN_UNITS = 16
 
 #: Words of the presets' own sample (every preset's alphabet holds them), and a special token.
 WORDS = " ".join(preset_factories.SAMPLE).split(" ") + ["<|endoftext|>"]
@@ -125,6 +129,11 @@ def run_all(job) -> dict:
                                             superbpe_transition=300).merges.tolist()
     out["train_merge_batch/merges"] = fb.train(documents(200, seed), vocab_size=320,
                                                merge_batch=8).merges.tolist()
+    # BoundlessBPE: counting keeps the runs (joined_runs on all cores), and the pair table
+    # is built on two halves in two threads (PAIR_HALVES_MIN_UNITS lowered below).
+    boundless = fb.train(documents(200, seed), vocab_size=340, boundless=True)
+    out["train_boundless/merges"] = [boundless.merges.tolist(),
+                                     boundless.model.superword.tolist()]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "corpus.txt")
         with open(path, "w", encoding="utf-8") as f:
