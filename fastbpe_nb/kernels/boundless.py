@@ -7,10 +7,14 @@ stream is that of classic training, and these kernels interleave the supermerges
 * ``word_tokens``: for each token of classic training that is a ``BOUNDLESS_WORD``
   (`` ?\\p{L}+``, ``word_flags``), whether a pre-token of its bytes becomes that one token
   with the ordinary merges, and after how many of them.
-* ``scan_units``: each pre-token of the corpus as a "unit": a word pre-token that training
-  makes one token as that token, or -1 (any other pre-token: it never joins, it cuts the runs
-  of units); only the runs of two units or more are kept.
-* ``pair_table``: the distinct pairs of adjacent units, their counts and positions.
+* ``units_of_words`` / ``units_of_runs``: each pre-token of the corpus as a "unit": a word
+  pre-token that training makes one token as that token, or -1 (any other pre-token: it
+  never joins, it cuts the runs of units), from the runs of word-like pre-tokens that
+  counting kept (``kernels.count``, ``keep_runs``); only the runs of two units or more are
+  kept. ``scan_units`` finds the same by scanning the corpus again (training under a memory
+  budget, which keeps no runs).
+* ``pair_table``: the distinct pairs of adjacent units, their counts and positions (or
+  ``pair_half`` on two halves at once, ``joined_pair_halves``, ``fill_positions``).
 * ``interleave``: the merge loop: the next ordinary merge or the best supermerge,
   whichever has the higher count, with a lazy max-heap of supermerges whose counts only
   fall (joining a pair takes its neighbours' occurrences away). Cost per supermerge: its
