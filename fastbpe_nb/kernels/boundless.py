@@ -30,11 +30,11 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import EMPTY, _mix, interleaved_get, pair_key, table_capacity, table_slot
-from .count import _find_word, _key_slot, _piece_key, _plan_blocks
+from .count import _find_word, _key_slot, _piece_key, _plan_blocks, _run_entry
 from .scan import (SCAN_SLACK, _scan_document, _window_buffers, check_scanner_tables,
                    decode_multibyte)
 from .unicode_classes import CLS_L
-#: kernel cache stamp: 11b3194f676a341a4c727f075ec66c50280fd869d6c09f9b1944955662ff54be
+#: kernel cache stamp: ac6912a7b0f149294043b87d6f1e53f185dc21f0562e5d316582af7bb424d585
 
 #: ``interleave``'s step kinds (the kernels write the literals: kernels read no globals).
 STEP_ORDINARY = 0
@@ -171,20 +171,9 @@ def units_of_runs(runs, unit, out, at):
     int
         Where the next part's units go (``out[at:end]`` holds this part's).
     """
-    n = at
-    first = at  # where the open run starts in out
+    n = first = at  # (the open run starts at first)
     for r in range(runs.shape[0]):
-        u = -1 if runs[r] < 0 else unit[runs[r]]
-        if u >= 0:
-            out[n] = u
-            n += 1
-        else:
-            if n - first >= 2:
-                out[n] = -1
-                n += 1
-            else:
-                n = first  # a unit alone
-            first = n
+        n, first = _run_entry(out, n, first, -1 if runs[r] < 0 else unit[runs[r]])
     return first  # (runs end closed: nothing is left open)
 
 
@@ -286,20 +275,18 @@ def _joined_regions(out, bounds, lengths, start):
 def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, tables,
                  window_bytes, stream_bytes, chunk_bytes, slots, tok_off, tok_data, out, at):
     """Scan the bytes ``lo .. hi`` (documents from ``d`` on, each cut to the range) a chunk
-    at a time and write their runs of units to ``out[at:]`` (a run's first unit waits in
-    ``pending`` until a second one makes it a run). Returns how many were written."""
+    at a time and write their runs of units to ``out[at:]`` (``count._run_entry``: a unit
+    alone is written, then taken back). Returns how many were written."""
     n_docs = doc_offsets.shape[0] - 1
     window = window_bytes
     words, char_offsets = _window_buffers(pattern_id, window)
     pieces = np.empty(chunk_bytes + window + SCAN_SLACK, dtype=np.int64)
     mask = (slots.shape[0] >> 1) - 1
-    n = at
+    n = first = at  # (the open run starts at first)
     pos = lo
     while d < n_docs and doc_offsets[d] < hi:
         seg_end = min(doc_offsets[d + 1], hi)
         pos = max(pos, doc_offsets[d])
-        run = 0  # units in the current run
-        pending = -1
         while pos < seg_end:
             pieces[0] = pos
             next_pos, n_pieces, pieces, window, words, char_offsets = _scan_document(
@@ -315,25 +302,9 @@ def _units_range(data, doc_offsets, d, lo, hi, pattern_id, stage1, stage2, table
                 if b0 == 0x20 or b0 >= 0xC0 or (0x41 <= b0 <= 0x5A) or (0x61 <= b0 <= 0x7A):
                     unit = _find_word(slots, mask, _piece_key(data, s, e), tok_data, tok_off,
                                       data, s, e - s)
-                if unit >= 0:
-                    if run == 0:
-                        pending = unit
-                    else:
-                        if run == 1:
-                            out[n] = pending
-                            n += 1
-                        out[n] = unit
-                        n += 1
-                    run += 1
-                else:
-                    if run >= 2:
-                        out[n] = -1
-                        n += 1
-                    run = 0
+                n, first = _run_entry(out, n, first, unit)
             pos = next_pos
-        if run >= 2:  # the document (or the block) ends a run
-            out[n] = -1
-            n += 1
+        n, first = _run_entry(out, n, first, -1)  # the document (or the block) ends a run
         d += 1
     return n - at
 

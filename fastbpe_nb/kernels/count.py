@@ -988,22 +988,28 @@ def _block_runs(runs, bounds, done, start, g_of, block_words, b):
     at = 2 * (bounds[b] - start)
     lo = b * block_words
     translate = done[b, 5] == 0
-    n = at
-    first = at  # where the open run starts
+    n = first = at  # (the open run starts at first)
     for r in range(at, at + done[b, 4]):
         w = runs[r]
-        if w >= 0:
-            runs[n] = g_of[lo + w] if translate else w
-            n += 1
-        else:
-            if n - first >= 2:
-                runs[n] = -1
-                n += 1
-            else:
-                n = first  # a word alone
-            first = n
+        n, first = _run_entry(runs, n, first, g_of[lo + w] if translate and w >= 0 else w)
     # (A block's runs end closed, at a document's end or at a safe cut after a newline.)
     return first - at
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _run_entry(out, n, first, v):
+    """One entry of runs being written to ``out`` (``n``: their end; ``first``: where the
+    open run starts): ``v >= 0`` (a word or unit) extends the open run; -1 closes it, kept
+    with one -1 after it when it holds two or more, dropped when it holds one (alone, it is
+    in no pair). Returns ``(n, first)``. Serves ``_block_runs`` and BoundlessBPE's
+    ``units_of_runs`` and ``_units_range``."""
+    if v >= 0:
+        out[n] = v
+        return n + 1, first
+    if n - first >= 2:
+        out[n] = -1
+        return n + 1, n + 1
+    return first, first
 
 
 @njit(cache=True, nogil=True)

@@ -22,7 +22,7 @@ from numba import njit
 
 from .count import LONG_KEY, _key_slot, _piece_key, _rehash_slots, _same
 from .hashing import EMPTY, HASH_SEED, _mix, grow, pair_key, prefetch
-#: kernel cache stamp: 11b3194f676a341a4c727f075ec66c50280fd869d6c09f9b1944955662ff54be
+#: kernel cache stamp: ac6912a7b0f149294043b87d6f1e53f185dc21f0562e5d316582af7bb424d585
 #: The largest value of a sketch counter (uint32): a sum that would pass it stays there
 #: (still at least the count of every pair in the counter).
 SKETCH_CAP = 0xFFFFFFFF
