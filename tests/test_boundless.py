@@ -552,6 +552,35 @@ def units_by_hand(data, doc_offsets, pattern, unit_of):
     return out
 
 
+#: A long word that becomes one token, and a piece of its length with its first and last 8
+#: bytes (the same piece key) that is not a token: compared byte by byte.
+LONG_WORD = b" Supercalifragilisticexpialidocious"
+LOOKALIKE = LONG_WORD.replace(b"fra", b"frX")
+
+
+def unit_corpus(pattern, prose, code, extra_pieces, seed):
+    """A classic model trained on ``prose``, ``code`` and ``LONG_WORD`` (vocab 1200), its
+    units (``use``, ``{bytes: token}``), and the bytes ``b"xx" + prose + code + mixed +
+    prose[:5000]`` (``mixed``: 30 k pieces drawn from 40 unit tokens, other pieces,
+    ``LONG_WORD``, ``LOOKALIKE`` and ``extra_pieces``) with the ends of its parts:
+    ``(classic, use, unit_of, data, ends)``."""
+    from fastbpe_nb.boundless import word_units
+
+    classic = fb.train([prose.decode(), code.decode(), (LONG_WORD * 500).decode()],
+                       vocab_size=1200, pattern=pattern)
+    use, _ = word_units(classic)
+    tokens = classic.model.token_bytes
+    unit_of = {tokens[t]: int(t) for t in np.flatnonzero(use)}
+    assert LONG_WORD in unit_of and LOOKALIKE not in unit_of
+    pool = [tokens[t] for t in np.flatnonzero(use)[:40]] + [b".", b"\n", b" 12", b"  ", b"x",
+                                                            *extra_pieces, LONG_WORD, LOOKALIKE]
+    rng = np.random.default_rng(seed)
+    mixed = b"".join(pool[i] for i in rng.integers(0, len(pool), 30_000))
+    data = np.frombuffer(b"xx" + prose + code + mixed + prose[:5000], np.uint8).copy()
+    n = len(data)
+    return classic, use, unit_of, data, [2 + len(prose), 2 + len(prose) + len(code), n - 5000]
+
+
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
 def test_scan_units_equals_units_by_hand(pattern):
     """``scan_units`` (scan and look-up in one pass, blocks cut at safe cuts, in parallel
@@ -561,7 +590,6 @@ def test_scan_units_equals_units_by_hand(pattern):
     from fbtest import CORPORA
 
     from fastbpe_nb._scanner import PATTERN_IDS, scan_tail
-    from fastbpe_nb.boundless import word_units
     from fastbpe_nb.counting import COUNT_CHUNK_BYTES
     from fastbpe_nb.kernels.boundless import scan_units, scan_units_serial, token_slots
     from fastbpe_nb.model import token_arrays
@@ -571,27 +599,11 @@ def test_scan_units_equals_units_by_hand(pattern):
         pytest.skip("no shared corpora")
     import inspect
 
-    prose = path.read_bytes()[:400_000]
-    code = inspect.getsource(np).encode() * 3
-    # A long word that becomes one token, and a piece of its length with its first and
-    # last 8 bytes (the same piece key) that is not a token: compared byte by byte.
-    long_word = b" Supercalifragilisticexpialidocious"
-    lookalike = long_word.replace(b"fra", b"frX")
-    classic = fb.train([prose.decode(), code.decode(), (long_word * 500).decode()],
-                       vocab_size=1200, pattern=pattern)
-    use, _ = word_units(classic)
-    tokens = classic.model.token_bytes
-    unit_of = {tokens[t]: int(t) for t in np.flatnonzero(use)}
-    assert long_word in unit_of and lookalike not in unit_of
-    tok_off, tok_data = token_arrays(tokens)
+    classic, use, unit_of, data, ends = unit_corpus(
+        pattern, path.read_bytes()[:400_000], inspect.getsource(np).encode() * 3, [], 7)
+    tok_off, tok_data = token_arrays(classic.model.token_bytes)
     slots = token_slots(tok_off, tok_data, use)
-    rng = np.random.default_rng(7)
-    pool = [tokens[t] for t in np.flatnonzero(use)[:40]] + [b".", b"\n", b" 12", b"  ", b"x",
-                                                            long_word, lookalike]
-    mixed = b"".join(pool[i] for i in rng.integers(0, len(pool), 30_000))
-    data = np.frombuffer(b"xx" + prose + code + mixed + prose[:5000], np.uint8).copy()
     n = len(data)
-    ends = [2 + len(prose), 2 + len(prose) + len(code), n - 5000]
     for doc_offsets in ([2, n], [2, 2, ends[0], ends[0], ends[1], ends[2], n], [2, 3, n]):
         doc_offsets = np.array(doc_offsets, np.int64)
         want = units_by_hand(data, doc_offsets, pattern, unit_of)
@@ -615,7 +627,7 @@ def test_units_from_counting_equal_units_by_hand(pattern, block_words):
     fill up, blocks resume)."""
     from fbtest import CORPORA
 
-    from fastbpe_nb.boundless import UnitCollector, units_from_runs, word_units
+    from fastbpe_nb.boundless import UnitCollector, units_from_runs
     from fastbpe_nb.counting import WordCounter, cut_special_tokens
     from fastbpe_nb.pretokenize import SpecialTokenMatcher
 
@@ -626,21 +638,10 @@ def test_units_from_counting_equal_units_by_hand(pattern, block_words):
 
     # (Russian: units whose first byte is a UTF-8 lead byte, after a space or not.)
     prose = path.read_bytes()[:200_000] + (CORPORA / "fortunes_ru.txt").read_bytes()[:100_000]
-    code = inspect.getsource(np).encode() * 2
-    long_word = b" Supercalifragilisticexpialidocious"
-    lookalike = long_word.replace(b"fra", b"frX")
-    classic = fb.train([prose.decode(), code.decode(), (long_word * 500).decode()],
-                       vocab_size=1200, pattern=pattern)
-    use, _ = word_units(classic)
+    classic, use, unit_of, data, ends = unit_corpus(
+        pattern, prose, inspect.getsource(np).encode() * 2, [b" ", b"<s>"], 11)
     tokens = classic.model.token_bytes
-    unit_of = {tokens[t]: int(t) for t in np.flatnonzero(use)}
-    rng = np.random.default_rng(11)
-    pool = [tokens[t] for t in np.flatnonzero(use)[:40]] + [b".", b"\n", b" 12", b"  ", b"x",
-                                                            b" ", long_word, lookalike, b"<s>"]
-    mixed = b"".join(pool[i] for i in rng.integers(0, len(pool), 30_000))
-    data = np.frombuffer(b"xx" + prose + code + mixed + prose[:5000], np.uint8).copy()
     n = len(data)
-    ends = [2 + len(prose), 2 + len(prose) + len(code), n - 5000]
     batches = [(data, np.array([2, 2, ends[0], ends[0], ends[1]], np.int64)),
                (data, np.array([ends[1], ends[2], n], np.int64))]
     specials = ["<s>"]
